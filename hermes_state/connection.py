@@ -1,0 +1,476 @@
+"""Opening the store file: writable and read-only connections, the write retry loop, file modes."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import random
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from hermes_state import guard
+from hermes_state.errors import (
+    SchemaTooNewError,
+    StoreCorruptError,
+    StoreLockedError,
+    StoreNotFoundError,
+    StoreReadOnlyError,
+    is_corruption_error,
+    is_lock_error,
+)
+
+log = logging.getLogger("hermes_state")
+
+T = TypeVar("T")
+
+WRITE_PATIENCE_S = 20.0
+TRANSCRIPT_WRITE_PATIENCE_S = 60.0
+ACTIVITY_WRITE_PATIENCE_S = 0.5
+BUSY_TIMEOUT_S = 1.0
+READ_BUSY_TIMEOUT_S = 5.0
+RETRY_FAST_S = (0.020, 0.150)
+RETRY_SLOW_S = (0.250, 1.000)
+RETRY_SLOW_AFTER_S = 2.0
+CHECKPOINT_EVERY_N_WRITES = 50
+JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SIDECAR_SUFFIXES = ("-wal", "-shm")
+
+# Paths this process has an open connection to: raw byte probes of such a file are refused,
+# because closing even a short-lived descriptor would drop this process's POSIX locks on it.
+_open_counts: dict[str, int] = {}
+_open_counts_lock = threading.Lock()
+
+
+def _register_open(path: Path) -> None:
+    with _open_counts_lock:
+        _open_counts[str(path)] = _open_counts.get(str(path), 0) + 1
+
+
+def _register_close(path: Path) -> None:
+    with _open_counts_lock:
+        left = _open_counts.get(str(path), 0) - 1
+        if left > 0:
+            _open_counts[str(path)] = left
+        else:
+            _open_counts.pop(str(path), None)
+
+
+def is_open_in_process(path: Path) -> bool:
+    """Tell whether this process holds a connection to the store at path."""
+    with _open_counts_lock:
+        return str(path) in _open_counts
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """A damaged store file that was moved aside so a fresh store could be created."""
+
+    kind: str  # "zeroed" or "notadb"
+    original: Path
+    moved_to: Path
+    size: int
+
+    def message(self) -> str:
+        """Say what happened and how to get the old sessions back."""
+        return (
+            f"{self.original.name} was {'empty' if self.kind == 'zeroed' else 'not a database'} "
+            f"({self.size} bytes) and has been moved aside to {self.moved_to}; a fresh, empty "
+            f"store was created. To salvage old sessions run: hermes sessions recover --from "
+            f"{self.moved_to} --to NEW.db"
+        )
+
+
+class Store:
+    """One open connection to a store file, with the write retry loop."""
+
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        *,
+        read_only: bool,
+        too_new: bool = False,
+        quarantine: Quarantine | None = None,
+        journal_mode: str = "wal",
+    ) -> None:
+        self.path = path
+        self.conn = conn
+        self.read_only = read_only
+        self.too_new = too_new
+        self.quarantine = quarantine
+        self.journal_mode = journal_mode
+        self.lock = threading.RLock()
+        self._writes = 0
+        self._columns: dict[str, tuple[str, ...]] = {}
+        self._closed = False
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        """Return the live column names of table (empty if it does not exist), cached."""
+        cols = self._columns.get(table)
+        if cols is None:
+            rows = self.conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+            cols = tuple(r[1] for r in rows)
+            self._columns[table] = cols
+        return cols
+
+    def forget_columns(self) -> None:
+        """Drop the column cache (after DDL)."""
+        self._columns.clear()
+
+    def has_table(self, name: str) -> bool:
+        """Tell whether a table, view or virtual table of that name exists."""
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = ? AND type IN ('table','view')", (name,)
+        ).fetchone()
+        return row is not None
+
+    def write(
+        self, fn: Callable[[sqlite3.Connection], T], *, patience: float = WRITE_PATIENCE_S
+    ) -> T:
+        """Run fn in one BEGIN IMMEDIATE transaction, replaying it while the store is locked."""
+        if self.too_new:
+            raise SchemaTooNewError(
+                f"{self.path} was written by a newer version of hermes; refusing to write to it"
+            )
+        if self.read_only:
+            raise StoreReadOnlyError(f"{self.path} is open read-only")
+        with self.lock:
+            result = _run_with_patience(self, fn, patience)
+            self._writes += 1
+            if self._writes % CHECKPOINT_EVERY_N_WRITES == 0:
+                self.checkpoint_passive()
+            return result
+
+    def checkpoint_passive(self) -> None:
+        """Copy committed WAL frames into the db without blocking anyone (never TRUNCATE)."""
+        if self.read_only or self.journal_mode != "wal":
+            return
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:  # maintenance only: never fail the write that triggered it
+            log.debug("passive checkpoint failed: %s", exc)
+
+    def close(self) -> None:
+        """Close the connection (a writable one checkpoints PASSIVE first)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if not self.read_only and not self.too_new:
+                self.checkpoint_passive()
+            self.conn.close()
+        finally:
+            _register_close(self.path)
+
+
+def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], patience: float) -> T:
+    conn = store.conn
+    start = time.monotonic()
+    deadline = start + patience
+    busy_ms = int(BUSY_TIMEOUT_S * 1000)
+    while True:
+        remaining = deadline - time.monotonic()
+        # SQLite's own wait must not overrun a short budget (a 0.5 s activity write fails fast).
+        want_ms = max(1, min(int(BUSY_TIMEOUT_S * 1000), int(remaining * 1000)))
+        if want_ms != busy_ms:
+            conn.execute(f"PRAGMA busy_timeout = {want_ms}")
+            busy_ms = want_ms
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if busy_ms != int(BUSY_TIMEOUT_S * 1000):
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            return result
+        except sqlite3.Error as exc:
+            if is_corruption_error(exc):
+                raise StoreCorruptError(f"{store.path} is damaged: {exc}") from exc
+            if not is_lock_error(exc):
+                raise
+            now = time.monotonic()
+            remaining = deadline - now
+            if remaining <= 0:
+                waited = now - start
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                report_lock_holders(store.path, waited)
+                raise StoreLockedError(
+                    f"{store.path.name} stayed locked by another process for {waited:.1f}s "
+                    f"(patience {patience:g}s); the write was not made"
+                ) from exc
+            fast = (now - start) < RETRY_SLOW_AFTER_S
+            low, high = RETRY_FAST_S if fast else RETRY_SLOW_S
+            time.sleep(min(random.uniform(low, high), remaining))
+
+
+def report_lock_holders(db_path: Path, waited_s: float) -> None:
+    """Log the one WARNING naming who holds the write lock (called when patience runs out)."""
+    try:
+        from hermes_state.lockowners import log_write_lock_holders
+    except ImportError:  # pragma: no cover - lockowners ships with the package
+        log.warning("%s write lock unavailable for %.0fs", db_path.name, waited_s)
+        return
+    log_write_lock_holders(db_path, waited_s)
+
+
+# --- file handling --------------------------------------------------------------------------
+
+
+def secure_file(path: Path) -> None:
+    """Tighten a store file or sidecar to 0600 by path (never open/close it); skip links."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) == 0o600:
+        return
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o600)
+
+
+def secure_store_files(path: Path) -> None:
+    """Tighten state.db and its -wal/-shm to 0600."""
+    secure_file(path)
+    for suffix in SIDECAR_SUFFIXES:
+        secure_file(Path(str(path) + suffix))
+
+
+def _create_empty(path: Path) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        return  # a sibling process created it first; SQLite will open theirs
+    os.close(fd)  # brand-new empty file: nobody can hold a lock on it through this process
+
+
+def read_header(path: Path) -> bytes:
+    """Read the first 16 bytes of a store file that this process does not have open."""
+    if is_open_in_process(path):
+        raise RuntimeError(f"refusing a raw read of {path}: this process has it open")
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        return os.pread(fd, 16, 0)
+    finally:
+        os.close(fd)
+
+
+def _header_problem(path: Path) -> str | None:
+    """Return "zeroed"/"notadb" when the file at path cannot be an SQLite store, else None."""
+    st = os.stat(path)
+    if st.st_size == 0:
+        wal = Path(str(path) + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return None  # all content still in the WAL: SQLite recovers it
+        return "zeroed"
+    header = read_header(path)
+    if header != SQLITE_MAGIC:
+        return "notadb" if any(header) else "zeroed"
+    return None
+
+
+def _quarantine(path: Path, kind: str) -> Quarantine:
+    size = os.stat(path).st_size
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = f"{path.name}.{kind}-{stamp}-{os.getpid()}"
+    target = path.with_name(base + ".bak")
+    n = 1
+    while target.exists():
+        target = path.with_name(f"{base}-{n}.bak")
+        n += 1
+    os.rename(path, target)
+    for suffix in SIDECAR_SUFFIXES:
+        side = Path(str(path) + suffix)
+        if side.exists():
+            os.rename(side, Path(str(target) + suffix))
+    q = Quarantine(kind=kind, original=path, moved_to=target, size=size)
+    log.error("%s", q.message())
+    return q
+
+
+@contextlib.contextmanager
+def _creation_lock(path: Path) -> Iterator[None]:
+    """Serialise creating or quarantining the store file across processes."""
+    lock_path = Path(str(path) + ".quarantine.lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StoreLockedError(f"timed out waiting for {lock_path.name}") from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
+
+
+# --- opening --------------------------------------------------------------------------------
+
+
+def open_store(path: Path, *, read_only: bool = False) -> Store:
+    """Open the store at path: writable (created and migrated as needed) or read-only."""
+    path = Path(path).expanduser().absolute()
+    guard.check_store_path(path)
+    if read_only:
+        return _open_read_only(path)
+    return _open_writable(path)
+
+
+def _connect_writable(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _apply_journal_mode(conn: sqlite3.Connection, path: Path) -> str:
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0].lower()
+    if mode == "wal":
+        return mode  # never downgrade an existing WAL store
+    got = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower()
+    if got != "wal":
+        log.warning(
+            "%s: WAL is not available on this filesystem (got %r); using %s journal mode",
+            path,
+            got,
+            got,
+        )
+    return got
+
+
+def _open_writable(path: Path) -> Store:
+    from hermes_state import schema
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    quarantine: Quarantine | None = None
+    # Probe the header only when no connection of ours has the file open (a raw read would
+    # otherwise drop our POSIX locks); take the cross-process lock only when acting on it.
+    if not path.exists() or (not is_open_in_process(path) and _header_problem(path)):
+        with _creation_lock(path):
+            if path.exists():
+                problem = _header_problem(path)
+                if problem:
+                    quarantine = _quarantine(path, problem)
+            if not path.exists():
+                _create_empty(path)
+                # Write the header now, under the lock, so no sibling sees a zero-byte file.
+                conn = _connect_writable(path)
+                try:
+                    _retry_locked(path, lambda: _apply_journal_mode(conn, path))
+                finally:
+                    conn.close()
+    secure_file(path)
+    conn = _connect_writable(path)
+    _register_open(path)
+    try:
+        journal_mode = _retry_locked(path, lambda: _apply_journal_mode(conn, path))
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        store = Store(path, conn, read_only=False, quarantine=quarantine, journal_mode=journal_mode)
+        version = store.write(schema.init_schema)
+        store.too_new = version is not None and version > schema.SCHEMA_VERSION
+        store.forget_columns()
+        secure_store_files(path)
+        return store
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        _register_close(path)
+        if is_corruption_error(exc):
+            raise StoreCorruptError(f"{path} is damaged: {exc}") from exc
+        raise
+    except BaseException:
+        conn.close()
+        _register_close(path)
+        raise
+
+
+def _retry_locked(path: Path, fn: Callable[[], T], patience: float = WRITE_PATIENCE_S) -> T:
+    """Call fn, retrying lock errors with jitter for up to patience seconds."""
+    start = time.monotonic()
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if not is_lock_error(exc):
+                raise
+            waited = time.monotonic() - start
+            if waited >= patience:
+                report_lock_holders(path, waited)
+                raise StoreLockedError(f"{path.name} stayed locked for {waited:.1f}s") from exc
+            time.sleep(min(random.uniform(*RETRY_SLOW_S), patience - waited))
+
+
+def read_only_uri(path: Path) -> str:
+    """Return the URI that opens path read-only (as_uri escapes '?' and '#')."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
+def _open_read_only(path: Path) -> Store:
+    from hermes_state import schema
+
+    if not path.exists():
+        raise StoreNotFoundError(f"No store yet at {path}")
+    last: Exception | None = None
+    for attempt in range(4):
+        conn = sqlite3.connect(
+            read_only_uri(path),
+            uri=True,
+            timeout=READ_BUSY_TIMEOUT_S,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.row_factory = sqlite3.Row
+        try:
+            version = schema.stored_version(conn)
+            if version is None:
+                size = path.stat().st_size
+                raise StoreCorruptError(
+                    f"{path} holds no hermes schema ({size} bytes)"
+                    if size
+                    else f"{path} is empty (0 bytes)"
+                )
+            _register_open(path)
+            return Store(path, conn, read_only=True, too_new=version > schema.SCHEMA_VERSION)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            last = exc
+            if is_corruption_error(exc):
+                raise StoreCorruptError(f"{path} is damaged: {exc}") from exc
+            if is_lock_error(exc):
+                raise StoreLockedError(
+                    f"{path.name} stayed locked for {READ_BUSY_TIMEOUT_S:g}s while opening it"
+                ) from exc
+            if "disk i/o error" in str(exc).lower() and attempt < 3:
+                time.sleep(0.05)
+                continue
+            raise
+        except BaseException:
+            conn.close()
+            raise
+    raise AssertionError(f"unreachable: {last}")  # pragma: no cover

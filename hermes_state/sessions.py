@@ -1,0 +1,596 @@
+"""Session rows: create/end, lookup by id/prefix/title, titles, lineage, listing, statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import time
+from typing import Any
+
+from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.errors import (
+    AmbiguousSessionIdError,
+    InvalidTitleError,
+    SessionNotFoundError,
+    TitleInUseError,
+)
+from hermes_state.schema import column_names, projection
+from hermes_state.text import scrub_surrogates
+
+MAX_TITLE_LENGTH = 100
+PREVIEW_CHARS = 60
+
+# Columns a caller may set at creation; counters, timestamps and flags are the store's business.
+CREATE_COLUMNS = frozenset(
+    {
+        "user_id",
+        "model",
+        "model_config",
+        "system_prompt",
+        "parent_session_id",
+        "session_key",
+        "chat_id",
+        "chat_type",
+        "thread_id",
+        "display_name",
+        "origin_json",
+        "cwd",
+        "git_branch",
+        "git_repo_root",
+        "profile_name",
+        "transport_profile",
+        "billing_provider",
+        "billing_base_url",
+        "billing_mode",
+    }
+)
+INHERITED_FROM_PARENT = ("cwd", "git_branch", "git_repo_root")
+_PROFILE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def _profile_of_store(store: Store) -> str | None:
+    """Name of the profile a store file belongs to, judged from its path (None if unknown)."""
+    parent = store.path.parent
+    if parent.parent.name == "profiles" and _PROFILE_RE.match(parent.name):
+        return parent.name
+    return None
+
+
+def _encode_json(value: Any) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def create_session(
+    store: Store,
+    session_id: str,
+    source: str,
+    *,
+    started_at: float | None = None,
+    **columns: Any,
+) -> str:
+    """Create a session row, or fill in what an earlier writer left empty; return its id."""
+    unknown = set(columns) - CREATE_COLUMNS
+    if unknown:
+        raise TypeError(f"create_session() got unexpected columns: {', '.join(sorted(unknown))}")
+    if not session_id or not isinstance(session_id, str):
+        raise ValueError("session_id must be a non-empty string")
+    values = {k: scrub_surrogates(_encode_json(v)) for k, v in columns.items() if v is not None}
+    values.setdefault("profile_name", _profile_of_store(store))
+    values = {k: v for k, v in values.items() if v is not None}
+    now = time.time() if started_at is None else float(started_at)
+
+    def fn(conn: sqlite3.Connection) -> str:
+        parent = values.get("parent_session_id")
+        if parent is not None:
+            prow = conn.execute(
+                "SELECT cwd, git_branch, git_repo_root FROM sessions WHERE id = ?", (parent,)
+            ).fetchone()
+            if prow is None:
+                raise SessionNotFoundError(f"Parent session {parent} does not exist")
+            for col in INHERITED_FROM_PARENT:
+                if col not in values and prow[col] is not None:
+                    values[col] = prow[col]
+        cols = ["id", "source", "started_at", *values]
+        params = [session_id, source, now, *values.values()]
+        # Never overwrite what an earlier writer set: only NULLs (and a placeholder source) fill.
+        updates = [
+            "source = CASE WHEN sessions.source = 'unknown' THEN excluded.source"
+            " ELSE sessions.source END"
+        ]
+        updates += [f'"{c}" = COALESCE(sessions."{c}", excluded."{c}")' for c in values]
+        conn.execute(
+            f"INSERT INTO sessions ({', '.join(f'"{c}"' for c in cols)}) "
+            f"VALUES ({', '.join('?' for _ in cols)}) "
+            f"ON CONFLICT(id) DO UPDATE SET {', '.join(updates)}",
+            params,
+        )
+        return session_id
+
+    return store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
+
+
+def end_session(store: Store, session_id: str, end_reason: str) -> bool:
+    """Mark a session ended (the first end wins); return whether this call ended it."""
+
+    def fn(conn: sqlite3.Connection) -> bool:
+        _require_session(conn, session_id)
+        cur = conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+            (time.time(), end_reason, session_id),
+        )
+        return cur.rowcount == 1
+
+    return store.write(fn)
+
+
+def reopen_session(store: Store, session_id: str) -> None:
+    """Clear a session's end so it can receive messages again."""
+
+    def fn(conn: sqlite3.Connection) -> None:
+        _require_session(conn, session_id)
+        conn.execute(
+            "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?", (session_id,)
+        )
+
+    store.write(fn)
+
+
+def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFoundError(f"No session with id {session_id}")
+
+
+def get_session(store: Store, session_id: str) -> dict[str, Any] | None:
+    """Return every column of one session (extra columns of older layouts included), or None."""
+    row = store.conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        return None
+    out = {c: None for c in column_names("sessions")}
+    out.update(dict(row))
+    # Upstream layouts keep prompts content-addressed in a side table.
+    if (
+        out.get("system_prompt") is None
+        and out.get("system_prompt_hash")
+        and store.has_table("system_prompts")
+    ):
+        prow = store.conn.execute(
+            "SELECT prompt FROM system_prompts WHERE hash = ?", (out["system_prompt_hash"],)
+        ).fetchone()
+        if prow is not None:
+            out["system_prompt"] = prow[0]
+    return out
+
+
+def require_session(store: Store, session_id: str) -> dict[str, Any]:
+    """Return one session or raise SessionNotFoundError."""
+    row = get_session(store, session_id)
+    if row is None:
+        raise SessionNotFoundError(f"No session with id {session_id}")
+    return row
+
+
+def resolve_session_id(store: Store, id_or_prefix: str) -> str | None:
+    """Return the session id that equals or uniquely starts with the text, else None."""
+    if not id_or_prefix:
+        return None
+    conn = store.conn
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (id_or_prefix,)).fetchone():
+        return id_or_prefix
+    # A range over the primary key index instead of LIKE: no escaping and no scan.
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE id > ? AND id < ? ORDER BY id LIMIT 6",
+        (id_or_prefix, id_or_prefix + "\U0010ffff"),
+    ).fetchall()
+    if not rows:
+        return None
+    if len(rows) > 1:
+        shown = ", ".join(r[0] for r in rows[:5])
+        raise AmbiguousSessionIdError(
+            f"'{id_or_prefix}' matches more than one session: {shown}"
+            + (", …" if len(rows) > 5 else "")
+        )
+    return rows[0][0]
+
+
+def find_session(store: Store, ref: str) -> str:
+    """Resolve an id, unique id prefix or title to a session id, or raise SessionNotFoundError."""
+    found = resolve_session_id(store, ref)
+    if found is None:
+        found = resolve_session_by_title(store, ref)
+    if found is None:
+        raise SessionNotFoundError(f"No session matches '{ref}' (by id, id prefix or title)")
+    return found
+
+
+# --- titles ---------------------------------------------------------------------------------
+
+_TITLE_STRIP_RE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffc]"
+)
+_NUMBERED_RE = re.compile(r"^(.*) #(\d+)$")
+
+
+def sanitize_title(title: str | None) -> str | None:
+    """Clean a title (control/zero-width characters out, whitespace collapsed); None if empty."""
+    if title is None:
+        return None
+    text = _TITLE_STRIP_RE.sub("", scrub_surrogates(title))
+    text = " ".join(text.split())
+    if not text:
+        return None
+    if len(text) > MAX_TITLE_LENGTH:
+        raise InvalidTitleError(f"Title too long ({len(text)} chars, max {MAX_TITLE_LENGTH})")
+    return text
+
+
+def set_session_title(
+    store: Store, session_id: str, title: str | None, *, source: str = "user"
+) -> str | None:
+    """Set (or with None/empty clear) a session's title; return the stored title."""
+    clean = sanitize_title(title)
+
+    def fn(conn: sqlite3.Connection) -> str | None:
+        _require_session(conn, session_id)
+        if clean is not None:
+            holder = conn.execute(
+                "SELECT id FROM sessions WHERE title = ? AND id <> ?", (clean, session_id)
+            ).fetchone()
+            if holder is not None:
+                raise TitleInUseError(clean, holder[0])
+        conn.execute(
+            "UPDATE sessions SET title = ?, title_source = ? WHERE id = ?",
+            (clean, source if clean is not None else None, session_id),
+        )
+        return clean
+
+    return store.write(fn)
+
+
+def get_session_title(store: Store, session_id: str) -> str | None:
+    """Return a session's title (None when untitled)."""
+    row = store.conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise SessionNotFoundError(f"No session with id {session_id}")
+    return row[0]
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def resolve_session_by_title(store: Store, title: str) -> str | None:
+    """Return the newest session of a title's lineage ("T" or "T #N"), or None."""
+    clean = sanitize_title(title)
+    if clean is None:
+        return None
+    m = _NUMBERED_RE.match(clean)
+    base = m.group(1) if m else clean
+    if m:  # an explicit number names exactly that session
+        row = store.conn.execute("SELECT id FROM sessions WHERE title = ?", (clean,)).fetchone()
+        return row[0] if row else None
+    row = store.conn.execute(
+        "SELECT id FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\' "
+        "ORDER BY started_at DESC, rowid DESC LIMIT 1",
+        (base, _escape_like(base) + " #%"),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def get_next_title_in_lineage(store: Store, base_title: str) -> str:
+    """Return the next free numbered title: "T" → "T #2" (the unnumbered original is #1)."""
+    clean = sanitize_title(base_title)
+    if clean is None:
+        raise InvalidTitleError("Title is empty")
+    m = _NUMBERED_RE.match(clean)
+    base = m.group(1) if m else clean
+    rows = store.conn.execute(
+        "SELECT title FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\'",
+        (base, _escape_like(base) + " #%"),
+    ).fetchall()
+    if not rows:
+        return base
+    highest = 1
+    for (t,) in rows:
+        n = _NUMBERED_RE.match(t)
+        if n and n.group(1) == base:
+            highest = max(highest, int(n.group(2)))
+    nxt = f"{base} #{highest + 1}"
+    if len(nxt) > MAX_TITLE_LENGTH:
+        raise InvalidTitleError(f"Title too long ({len(nxt)} chars, max {MAX_TITLE_LENGTH})")
+    return nxt
+
+
+# --- lineage --------------------------------------------------------------------------------
+
+
+def get_lineage(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """Return the session and its ancestors through parent_session_id, root first."""
+    rows = store.conn.execute(
+        "WITH RECURSIVE up(id, parent_session_id, depth) AS ("
+        " SELECT id, parent_session_id, 0 FROM sessions WHERE id = ?"
+        " UNION ALL SELECT s.id, s.parent_session_id, up.depth + 1 FROM sessions s"
+        " JOIN up ON s.id = up.parent_session_id WHERE up.depth < 10000)"
+        " SELECT s.id, s.title, s.started_at, s.parent_session_id, s.end_reason FROM up"
+        " JOIN sessions s ON s.id = up.id ORDER BY up.depth DESC",
+        (session_id,),
+    ).fetchall()
+    if not rows:
+        raise SessionNotFoundError(f"No session with id {session_id}")
+    return [dict(r) for r in rows]
+
+
+def get_descendants(store: Store, session_id: str) -> list[dict[str, Any]]:
+    """Return every session descending from this one (children, grandchildren, …), nearest first."""
+    rows = store.conn.execute(
+        "WITH RECURSIVE down(id, depth) AS ("
+        " SELECT id, 0 FROM sessions WHERE id = ?"
+        " UNION SELECT s.id, down.depth + 1 FROM sessions s"
+        " JOIN down ON s.parent_session_id = down.id WHERE down.depth < 10000)"
+        " SELECT s.id, s.title, s.started_at, s.parent_session_id, s.end_reason, down.depth"
+        " FROM down JOIN sessions s ON s.id = down.id WHERE down.depth > 0"
+        " ORDER BY down.depth, s.started_at",
+        (session_id,),
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+# --- listing --------------------------------------------------------------------------------
+
+LIST_COLUMNS = (
+    "id",
+    "source",
+    "user_id",
+    "model",
+    "title",
+    "parent_session_id",
+    "started_at",
+    "ended_at",
+    "end_reason",
+    "message_count",
+    "tool_call_count",
+    "input_tokens",
+    "output_tokens",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+    "archived",
+    "pinned",
+    "last_activity_at",
+    "profile_name",
+)
+
+
+def _source_filters(
+    sources: list[str] | None, exclude_sources: list[str] | None, alias: str = "s"
+) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if sources:
+        where.append(f"{alias}.source IN ({', '.join('?' for _ in sources)})")
+        params += list(sources)
+    if exclude_sources:
+        where.append(f"{alias}.source NOT IN ({', '.join('?' for _ in exclude_sources)})")
+        params += list(exclude_sources)
+    return where, params
+
+
+def make_preview(text: str | None) -> str:
+    """Flatten a message into a one-line preview of at most 60 characters plus an ellipsis."""
+    if not text:
+        return ""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + "…"
+
+
+def list_sessions(
+    store: Store,
+    *,
+    sources: list[str] | None = None,
+    exclude_sources: list[str] | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    include_archived: bool = False,
+    order: str = "started",
+) -> list[dict[str, Any]]:
+    """Return one page of sessions, newest first, each with preview and last_active."""
+    if order not in ("started", "active"):
+        raise ValueError(f"order must be 'started' or 'active', not {order!r}")
+    live = store.columns("sessions")
+    where, params = _source_filters(sources, exclude_sources)
+    if not include_archived and "archived" in live:
+        where.append("s.archived = 0")
+    if order == "active" and "last_activity_at" in live:
+        order_sql = "COALESCE(s.last_activity_at, s.started_at) DESC, s.id DESC"
+    else:
+        order_sql = "s.started_at DESC, s.id DESC"
+    sql = (
+        f"SELECT {projection(live, LIST_COLUMNS, 's')} FROM sessions s"
+        + (f" WHERE {' AND '.join(where)}" if where else "")
+        + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
+    )
+    rows = [dict(r) for r in store.conn.execute(sql, [*params, int(limit), int(offset)])]
+    msg_cols = store.columns("messages")
+    preview_sql = (
+        "SELECT content FROM messages WHERE session_id = ? AND role = 'user'"
+        " AND content IS NOT NULL"
+        + (
+            " AND (display_kind IS NULL OR display_kind <> 'hidden')"
+            if "display_kind" in msg_cols
+            else ""
+        )
+        + " ORDER BY id LIMIT 1"
+    )
+    for r in rows:
+        # Per listed row only (at most `limit`), each an index seek, never a scan of messages.
+        prow = store.conn.execute(preview_sql, (r["id"],)).fetchone()
+        r["preview"] = make_preview(_decode_content(prow[0]) if prow else None)
+        trow = store.conn.execute(
+            "SELECT MAX(timestamp) FROM messages WHERE session_id = ?", (r["id"],)
+        ).fetchone()
+        candidates = [t for t in (trow[0], r.get("last_activity_at")) if t is not None]
+        r["last_active"] = max(candidates) if candidates else r["started_at"]
+    return rows
+
+
+def _decode_content(value: Any) -> str | None:
+    from hermes_state.messages import decode_content
+
+    decoded = decode_content(value)
+    if decoded is None or isinstance(decoded, str):
+        return decoded
+    return json.dumps(decoded, ensure_ascii=False)
+
+
+def count_sessions(
+    store: Store,
+    *,
+    sources: list[str] | None = None,
+    exclude_sources: list[str] | None = None,
+    include_archived: bool = False,
+) -> int:
+    """Return how many sessions a listing with these filters would page through."""
+    where, params = _source_filters(sources, exclude_sources)
+    if not include_archived and "archived" in store.columns("sessions"):
+        where.append("s.archived = 0")
+    sql = "SELECT COUNT(*) FROM sessions s" + (f" WHERE {' AND '.join(where)}" if where else "")
+    return int(store.conn.execute(sql, params).fetchone()[0])
+
+
+# --- usage and statistics -------------------------------------------------------------------
+
+USAGE_COUNTERS = (
+    "api_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
+
+def record_usage(
+    store: Store,
+    session_id: str,
+    model: str,
+    *,
+    task: str = "",
+    billing_provider: str = "",
+    billing_base_url: str = "",
+    billing_mode: str = "",
+    estimated_cost_usd: float = 0.0,
+    actual_cost_usd: float = 0.0,
+    **counters: int,
+) -> None:
+    """Add one API call's token counts and cost to the session and its per-model usage row."""
+    unknown = set(counters) - set(USAGE_COUNTERS)
+    if unknown:
+        raise TypeError(f"record_usage() got unexpected counters: {', '.join(sorted(unknown))}")
+    counts = {c: int(counters.get(c, 0)) for c in USAGE_COUNTERS}
+    counts["api_call_count"] = counts["api_call_count"] or 1
+    now = time.time()
+
+    def fn(conn: sqlite3.Connection) -> None:
+        _require_session(conn, session_id)
+        sets = ", ".join(f"{c} = COALESCE({c}, 0) + ?" for c in USAGE_COUNTERS)
+        conn.execute(
+            f"UPDATE sessions SET {sets}, "
+            "estimated_cost_usd = COALESCE(estimated_cost_usd, 0) + ?, "
+            "actual_cost_usd = COALESCE(actual_cost_usd, 0) + ?, "
+            "model = COALESCE(model, ?) WHERE id = ?",
+            [*counts.values(), estimated_cost_usd, actual_cost_usd, model, session_id],
+        )
+        key = (session_id, model, billing_provider, billing_base_url, billing_mode, task)
+        adds = ", ".join(f"{c} = {c} + excluded.{c}" for c in USAGE_COUNTERS)
+        conn.execute(
+            "INSERT INTO session_model_usage (session_id, model, billing_provider, "
+            "billing_base_url, billing_mode, task, "
+            f"{', '.join(USAGE_COUNTERS)}, estimated_cost_usd, actual_cost_usd, first_seen, "
+            f"last_seen) VALUES ({', '.join('?' for _ in range(6 + len(USAGE_COUNTERS) + 4))}) "
+            "ON CONFLICT(session_id, model, billing_provider, billing_base_url, billing_mode, task)"
+            f" DO UPDATE SET {adds}, estimated_cost_usd = estimated_cost_usd + "
+            "excluded.estimated_cost_usd, actual_cost_usd = actual_cost_usd + "
+            "excluded.actual_cost_usd, last_seen = excluded.last_seen",
+            [*key, *counts.values(), estimated_cost_usd, actual_cost_usd, now, now],
+        )
+
+    store.write(fn)
+
+
+def usage_by_model(store: Store) -> list[dict[str, Any]]:
+    """Return sessions, tokens and cost summed per model, costliest first."""
+    rows = store.conn.execute(
+        "SELECT model, COUNT(*) AS session_count,"
+        " COALESCE(SUM(input_tokens), 0) AS input_tokens,"
+        " COALESCE(SUM(output_tokens), 0) AS output_tokens,"
+        " COALESCE(SUM(COALESCE(actual_cost_usd, estimated_cost_usd)), 0) AS cost_usd"
+        " FROM sessions WHERE model IS NOT NULL GROUP BY model"
+        " ORDER BY cost_usd DESC, input_tokens + output_tokens DESC"
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def top_sessions_by_tokens(store: Store, n: int = 10) -> list[dict[str, Any]]:
+    """Return the n sessions that used the most input+output tokens."""
+    rows = store.conn.execute(
+        "SELECT id, title, model, source,"
+        " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS total_tokens,"
+        " COALESCE(actual_cost_usd, estimated_cost_usd) AS cost_usd"
+        " FROM sessions ORDER BY total_tokens DESC, started_at DESC LIMIT ?",
+        (int(n),),
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def counts_by_source(store: Store) -> list[dict[str, Any]]:
+    """Return session and message counts per source, biggest first."""
+    rows = store.conn.execute(
+        "SELECT source, COUNT(*) AS sessions, COALESCE(SUM(message_count), 0) AS messages"
+        " FROM sessions GROUP BY source ORDER BY sessions DESC, source"
+    ).fetchall()
+    return [dict(r) for r in rows]
+
+
+def store_stats(store: Store) -> dict[str, Any]:
+    """Return file sizes (db, WAL, SHM), page and freelist counts and per-table row counts."""
+    conn = store.conn
+    files = {}
+    for suffix in ("", "-wal", "-shm"):
+        p = str(store.path) + suffix
+        try:
+            files["db" if not suffix else suffix[1:]] = os.stat(p).st_size
+        except FileNotFoundError:
+            files["db" if not suffix else suffix[1:]] = 0
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            " AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+        )
+    ]
+    # FTS5 shadow tables are derived data; count only real tables and the FTS tables themselves.
+    counts = {
+        t: int(conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0])
+        for t in tables
+        if not re.search(r"_(data|idx|content|docsize|config)$", t)
+        or not t.startswith("messages_fts")
+    }
+    return {
+        "path": str(store.path),
+        "schema_version": _version(conn),
+        "files": files,
+        "total_bytes": sum(files.values()),
+        "page_size": conn.execute("PRAGMA page_size").fetchone()[0],
+        "page_count": conn.execute("PRAGMA page_count").fetchone()[0],
+        "freelist_count": conn.execute("PRAGMA freelist_count").fetchone()[0],
+        "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+        "tables": counts,
+    }
+
+
+def _version(conn: sqlite3.Connection) -> int | None:
+    from hermes_state.schema import stored_version
+
+    return stored_version(conn)
