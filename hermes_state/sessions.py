@@ -102,8 +102,9 @@ def create_session(
             " ELSE sessions.source END"
         ]
         updates += [f'"{c}" = COALESCE(sessions."{c}", excluded."{c}")' for c in values]
+        quoted = ", ".join(f'"{c}"' for c in cols)
         conn.execute(
-            f"INSERT INTO sessions ({', '.join(f'"{c}"' for c in cols)}) "
+            f"INSERT INTO sessions ({quoted}) "
             f"VALUES ({', '.join('?' for _ in cols)}) "
             f"ON CONFLICT(id) DO UPDATE SET {', '.join(updates)}",
             params,
