@@ -168,45 +168,62 @@ class _PendingUids:
                     self.latest.setdefault(k, v)
 
 
+_ALLOWED_FIELDS = frozenset({"role", "content", *APPEND_FIELDS})
+_JSON_POSITIONS = tuple(INSERT_COLUMNS.index(f) for f in JSON_FIELDS)
+_POS = {c: i for i, c in enumerate(INSERT_COLUMNS)}
+
+
 def _prepare_row(
     session_id: str, msg: Mapping[str, Any], pending: _PendingUids, now: float
-) -> tuple:
-    unknown = set(msg) - {"role", "content", *APPEND_FIELDS}
-    if unknown:
-        raise TypeError(f"unexpected message fields: {', '.join(sorted(unknown))}")
-    role = msg.get("role")
+) -> tuple[list[Any], int]:
+    """Turn one message dict into insert parameters; return them and its tool-call count."""
+    if not _ALLOWED_FIELDS.issuperset(msg):
+        unknown = sorted(set(msg) - _ALLOWED_FIELDS)
+        raise TypeError(f"unexpected message fields: {', '.join(unknown)}")
+    get = msg.get
+    role = get("role")
     if not role or not isinstance(role, str):
         raise ValueError("every message needs a role")
-    tool_calls = _normalise_tool_calls(msg.get("tool_calls"))
-    row: dict[str, Any] = {
-        "session_id": session_id,
-        "role": role,
-        "content": encode_content(msg.get("content")),
-    }
-    for f in APPEND_FIELDS:
-        row[f] = msg.get(f)
-    row["tool_calls"] = tool_calls
-    ts = msg.get("timestamp")
-    row["timestamp"] = now if ts is None else float(ts)
-    row["observed"] = 1 if msg.get("observed") else 0
-    row["active"] = 1 if msg.get("active", 1) else 0
-    row["compacted"] = 1 if msg.get("compacted", 0) else 0
-    row["message_uid"] = msg.get("message_uid") or new_uid()
-    if role == "assistant" and tool_calls and not msg.get("tool_call_uids"):
-        row["tool_call_uids"] = _mint_tool_call_uids(tool_calls)
-    if isinstance(row["tool_call_uids"], Mapping):
-        pending.add(row["tool_call_uids"])
-    elif isinstance(row["tool_call_uids"], str):
+    row = [session_id, role, encode_content(get("content"))]
+    row.extend(get(f) for f in APPEND_FIELDS)
+    tool_calls = _normalise_tool_calls(row[_POS["tool_calls"]])
+    row[_POS["tool_calls"]] = tool_calls
+    ts = row[_POS["timestamp"]]
+    row[_POS["timestamp"]] = now if ts is None else float(ts)
+    row[_POS["observed"]] = 1 if row[_POS["observed"]] else 0
+    row[_POS["active"]] = 0 if get("active", 1) in (0, False) else 1
+    row[_POS["compacted"]] = 1 if row[_POS["compacted"]] else 0
+    if not row[_POS["message_uid"]]:
+        row[_POS["message_uid"]] = new_uid()
+    uids = row[_POS["tool_call_uids"]]
+    if role == "assistant" and tool_calls and not uids:
+        uids = row[_POS["tool_call_uids"]] = _mint_tool_call_uids(tool_calls)
+    if isinstance(uids, Mapping):
+        pending.add(uids)
+    elif isinstance(uids, str):
         with contextlib.suppress(ValueError, TypeError):
-            pending.add(json.loads(row["tool_call_uids"]))
-    if role == "tool" and not row["tool_call_uid"] and row["tool_call_id"]:
-        row["tool_call_uid"] = pending.lookup(row["tool_call_id"])
-    md = row["display_metadata"]
+            pending.add(json.loads(uids))
+    if role == "tool" and not row[_POS["tool_call_uid"]] and row[_POS["tool_call_id"]]:
+        row[_POS["tool_call_uid"]] = pending.lookup(row[_POS["tool_call_id"]])
+    md = row[_POS["display_metadata"]]
     if md is not None and not isinstance(md, Mapping | str):
         raise TypeError("display_metadata must be a dict")
-    for f in JSON_FIELDS:
-        row[f] = _json_text(row[f])
-    return tuple(scrub_surrogates(row[c]) for c in INSERT_COLUMNS)
+    for i in _JSON_POSITIONS:
+        v = row[i]
+        if v is not None and not isinstance(v, str):
+            row[i] = json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    return row, (_count_tool_calls(tool_calls) if row[_POS["active"]] else 0)
+
+
+def _insert_row(conn: sqlite3.Connection, row: list[Any]) -> int:
+    """Insert one prepared row; lone surrogates (which sqlite3 cannot bind) are removed."""
+    try:
+        cur = conn.execute(_INSERT_SQL, row)
+    except UnicodeEncodeError:
+        cur = conn.execute(_INSERT_SQL, [scrub_surrogates(v) for v in row])
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return rowid
 
 
 def insert_messages(
@@ -223,18 +240,16 @@ def insert_messages(
     visible = 0
     newest = None
     for msg in messages:
-        row = _prepare_row(session_id, msg, pending, now)
+        row, calls = _prepare_row(session_id, msg, pending, now)
         rows.append(row)
         if row[_ACTIVE]:
             visible += 1
-            tool_calls += _count_tool_calls(_normalise_tool_calls(msg.get("tool_calls")))
+            tool_calls += calls
         ts = row[_TIMESTAMP]
         newest = ts if newest is None else max(newest, ts)
     if not rows:
         return []
-    ids = []
-    for row in rows:
-        ids.append(conn.execute(_INSERT_SQL, row).lastrowid)
+    ids = [_insert_row(conn, row) for row in rows]
     conn.execute(
         "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?,"
         " tool_call_count = COALESCE(tool_call_count, 0) + ?,"
