@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hermes_state import maintenance, messages, sessions
+from hermes_state import compression, ledger, maintenance, messages, ownership, sessions
 from hermes_state.connection import Store, open_store
 from hermes_state.home import default_db_path
 
@@ -128,5 +128,87 @@ class SessionDB:
         return maintenance.clear_messages(self.store, session_id)
 
     def delete_session(self, session_id: str) -> int:
-        """Delete a session and its messages."""
+        """Delete a session and its messages (refused while its ledger work is open)."""
         return maintenance.delete_session(self.store, session_id)
+
+    def prune_sessions(
+        self, older_than_days: float = 90, **options: Any
+    ) -> maintenance.PruneResult:
+        """Delete ended, unpinned, idle sessions older than the cutoff; return a PruneResult."""
+        return maintenance.prune_sessions(self.store, older_than_days, **options)
+
+    def optimize(self, **options: Any) -> maintenance.OptimizeResult:
+        """Give space back (FTS optimise, VACUUM); return an OptimizeResult."""
+        return maintenance.optimize(self.store, **options)
+
+    # compression generations and ownership
+    def compact_session(
+        self, session_id: str, kept_messages: list[dict[str, Any]]
+    ) -> compression.CompactionResult:
+        """Archive the live generation and insert the retained context as the new one."""
+        return compression.compact_session(self.store, session_id, kept_messages)
+
+    def rotate_session(
+        self, old_id: str, new_id: str, **options: Any
+    ) -> compression.RotationResult:
+        """Continue a session in a child and end it with end_reason='compression'."""
+        return compression.rotate_session(self.store, old_id, new_id, **options)
+
+    def compression_successor(self, session_id: str) -> str | None:
+        """Return the child continuing a session ended by compression."""
+        return compression.compression_successor(self.store, session_id)
+
+    def compression_ancestors(self, session_id: str) -> list[str]:
+        """Return the sessions this one continues, nearest first."""
+        return compression.compression_ancestors(self.store, session_id)
+
+    def compression_tip(self, session_id: str) -> str:
+        """Return the live end of a session's compression chain."""
+        return compression.compression_tip(self.store, session_id)
+
+    def find_owned_input(
+        self, session_id: str, marker: dict[str, Any], **options: Any
+    ) -> ownership.OwnedInput | None:
+        """Find the row that already holds an input marker (the exception-path lookup)."""
+        return ownership.find_owned_input(self.store, session_id, marker, **options)
+
+    # runtime ledger
+    def begin_owner_epoch(self, instance_id: str) -> int:
+        """Start a new owner epoch; started work of older epochs becomes unknown."""
+        return ledger.begin_owner_epoch(self.store, instance_id)
+
+    def admit(self, session_id: str, request_id: str, payload: dict[str, Any]) -> ledger.Admission:
+        """Queue an input for a session (idempotent on request_id)."""
+        return ledger.admit(self.store, session_id, request_id, payload)
+
+    def next_admission(self, session_id: str) -> ledger.Admission | None:
+        """Return the next queued input, or None while an earlier one is unresolved."""
+        return ledger.next_admission(self.store, session_id)
+
+    def start_admission(self, admission_id: str, epoch: int) -> ledger.Admission:
+        """Mark a queued input started by the owner of epoch."""
+        return ledger.start(self.store, admission_id, epoch)
+
+    def finish_admission(self, admission_id: str, outcome: str) -> ledger.Admission:
+        """Mark a started input terminal with its outcome."""
+        return ledger.finish(self.store, admission_id, outcome)
+
+    def resolve_unknown(self, admission_id: str, outcome: str) -> ledger.Admission:
+        """Settle an input whose owner was lost (prompt.resolve_unknown)."""
+        return ledger.resolve_unknown(self.store, admission_id, outcome)
+
+    def register_execution(
+        self, execution_id: str, session_id: str, kind: str, epoch: int
+    ) -> ledger.Execution:
+        """Record a managed worker execution bound to a session."""
+        return ledger.register_execution(self.store, execution_id, session_id, kind, epoch)
+
+    def record_receipt(
+        self, execution_id: str, sequence: int, payload: dict[str, Any]
+    ) -> ledger.Receipt:
+        """Record a worker's next result (replays with the same digest are returned)."""
+        return ledger.record_receipt(self.store, execution_id, sequence, payload)
+
+    def finish_execution(self, execution_id: str) -> ledger.Execution:
+        """Mark a worker execution terminal."""
+        return ledger.finish_execution(self.store, execution_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -258,6 +259,19 @@ LAZY_TABLE_DDL: dict[str, str] = {"delivery_obligations": DELIVERY_OBLIGATIONS_D
 
 LEDGER_TABLES = ("runtime_epoch", "session_admissions", "worker_executions", "worker_receipts")
 
+# Guarded by json_valid so the owner index never makes a non-JSON display_metadata unwritable.
+OWNER_ID_EXPR = (
+    "CASE WHEN json_valid(display_metadata) THEN json_extract(display_metadata, '$.owner.id') END"
+)
+OWNER_INDEX_DDL = (
+    # Marker lookups by id (ownership.find_owned_input); partial, so rows without metadata are free.
+    f"CREATE INDEX IF NOT EXISTS idx_messages_owner ON messages(({OWNER_ID_EXPR}))"
+    " WHERE display_metadata IS NOT NULL",
+    # Rows whose metadata cannot be parsed (normally none): the lookup must notice them.
+    "CREATE INDEX IF NOT EXISTS idx_messages_bad_metadata ON messages(session_id)"
+    " WHERE display_metadata IS NOT NULL AND NOT json_valid(display_metadata)",
+)
+
 INDEX_DDL = (
     "CREATE INDEX IF NOT EXISTS idx_sessions_source ON sessions(source)",
     "CREATE INDEX IF NOT EXISTS idx_sessions_parent ON sessions(parent_session_id)",
@@ -273,6 +287,7 @@ INDEX_DDL = (
     "ON session_admissions(session_id, status, seq)",
     "CREATE INDEX IF NOT EXISTS idx_worker_executions_session "
     "ON worker_executions(session_id, status)",
+    *OWNER_INDEX_DDL,
 )
 TITLE_INDEX_DDL = (
     "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique "
@@ -463,9 +478,18 @@ def _is_current(conn: sqlite3.Connection) -> bool:
         have = set(live_columns(conn, table))
         if any(c.name not in have for c in cols):
             return False
+    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    if not _declared_index_names() <= indexes:
+        return False
     from hermes_state import fts
 
     return fts.is_installed(conn)
+
+
+@functools.cache
+def _declared_index_names() -> frozenset[str]:
+    names = {re.search(r"EXISTS (\w+)", ddl).group(1) for ddl in (*INDEX_DDL, TITLE_INDEX_DDL)}
+    return frozenset(names)
 
 
 def ensure_delivery_obligations(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,498 @@
+"""Deleting, clearing and pruning sessions (ledger-aware), and giving the space back (optimize)."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermes_state.compression import COMPRESSION_END_REASON, successor_in
+from hermes_state.connection import WRITE_PATIENCE_S, Store
+from hermes_state.errors import (
+    LedgerBusyError,
+    SessionNotFoundError,
+    StoreBusyError,
+    StoreLockedError,
+    is_lock_error,
+)
+from hermes_state.ledger import (
+    OpenWork,
+    busy_message,
+    delete_terminal_in,
+    open_work_in,
+)
+from hermes_state.messages import clear_messages_in
+
+CHUNK = 900  # bound on SQL variables per IN-list (SQLite's historical limit is 999)
+DAY_S = 86400.0
+
+
+def _chunks(ids: Sequence[str], size: int = CHUNK) -> Iterable[list[str]]:
+    for i in range(0, len(ids), size):
+        yield list(ids[i : i + size])
+
+
+def _marks(ids: Sequence[Any]) -> str:
+    return ", ".join("?" for _ in ids)
+
+
+def _require(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFoundError(f"No session with id {session_id}")
+
+
+def _refuse_if_busy(conn: sqlite3.Connection, session_id: str) -> None:
+    rows = open_work_in(conn, [session_id])
+    if rows:
+        raise LedgerBusyError(busy_message(session_id, rows), [r.to_dict() for r in rows])
+
+
+def _group_open(rows: Iterable[OpenWork]) -> dict[str, list[OpenWork]]:
+    out: dict[str, list[OpenWork]] = {}
+    for r in rows:
+        out.setdefault(r.session_id, []).append(r)
+    return out
+
+
+# --- the delete core (inside the caller's transaction) -------------------------------------
+
+
+@dataclass(frozen=True)
+class _Deleted:
+    sessions: int
+    messages: int
+    bytes: int
+    children_repointed: int
+    ledger_rows: int
+
+
+def _payload_bytes_sql(conn: sqlite3.Connection) -> str:
+    """Sum of the stored bytes of every message column (what the rows themselves occupy)."""
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(messages)")]
+    return " + ".join(f'COALESCE(LENGTH(CAST("{c}" AS BLOB)), 0)' for c in cols)
+
+
+def _measure(conn: sqlite3.Connection, ids: Sequence[str]) -> tuple[int, int]:
+    """Return (messages, payload bytes) of these sessions."""
+    msgs = 0
+    size = 0
+    expr = _payload_bytes_sql(conn)
+    for batch in _chunks(ids):
+        row = conn.execute(
+            f"SELECT COUNT(*), COALESCE(SUM({expr}), 0) FROM messages"
+            f" WHERE session_id IN ({_marks(batch)})",
+            batch,
+        ).fetchone()
+        msgs += int(row[0])
+        size += int(row[1])
+    return msgs, size
+
+
+def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
+    """Point children of doomed sessions at the nearest surviving ancestor; return how many."""
+    gone = set(doomed)
+    parent_of: dict[str, str | None] = {}
+    for batch in _chunks(doomed):
+        for sid, parent in conn.execute(
+            f"SELECT id, parent_session_id FROM sessions WHERE id IN ({_marks(batch)})", batch
+        ):
+            parent_of[sid] = parent
+
+    def survivor(sid: str) -> str | None:
+        seen = set()
+        target = parent_of.get(sid)
+        while target is not None and target in gone and target not in seen:
+            seen.add(target)
+            target = parent_of.get(target)
+        return None if target in gone else target
+
+    moved = 0
+    for batch in _chunks(doomed):
+        children = conn.execute(
+            "SELECT id, parent_session_id FROM sessions"
+            f" WHERE parent_session_id IN ({_marks(batch)})",
+            batch,
+        ).fetchall()
+        for child, parent in children:
+            if child in gone:
+                continue
+            conn.execute(
+                "UPDATE sessions SET parent_session_id = ? WHERE id = ?", (survivor(parent), child)
+            )
+            moved += 1
+    return moved
+
+
+def _delete_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted:
+    """Delete sessions with their messages and terminal ledger rows; re-point their children."""
+    if not ids:
+        return _Deleted(0, 0, 0, 0, 0)
+    msgs, size = _measure(conn, ids)
+    moved = _repoint_children(conn, ids)
+    ledger_rows = delete_terminal_in(conn, ids)
+    deleted = 0
+    for batch in _chunks(ids):
+        marks = _marks(batch)
+        conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", batch)
+        conn.execute(f"DELETE FROM session_model_usage WHERE session_id IN ({marks})", batch)
+        conn.execute(f"DELETE FROM compression_locks WHERE session_id IN ({marks})", batch)
+        deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", batch).rowcount
+    return _Deleted(deleted, msgs, size, moved, ledger_rows)
+
+
+# --- single-session edits -------------------------------------------------------------------
+
+
+def clear_messages(store: Store, session_id: str) -> int:
+    """Delete a session's messages (and terminal ledger rows) but keep its row; return count.
+
+    Refused with LedgerBusyError while the session has open runtime work.
+    """
+
+    def fn(conn: sqlite3.Connection) -> int:
+        _require(conn, session_id)
+        _refuse_if_busy(conn, session_id)
+        delete_terminal_in(conn, [session_id])
+        return clear_messages_in(conn, session_id)
+
+    return store.write(fn)
+
+
+def delete_session(store: Store, session_id: str) -> int:
+    """Delete a session, its messages and terminal ledger rows; return messages deleted.
+
+    Children are re-pointed to the deleted session's parent. Refused with LedgerBusyError while
+    the session has open runtime work.
+    """
+
+    def fn(conn: sqlite3.Connection) -> int:
+        _require(conn, session_id)
+        _refuse_if_busy(conn, session_id)
+        return _delete_in(conn, [session_id]).messages
+
+    return store.write(fn)
+
+
+# --- prune ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    """What a prune deleted (or, for a dry run, would delete)."""
+
+    older_than_days: float
+    cutoff: float
+    source: str | None
+    dry_run: bool
+    sessions: int
+    messages: int
+    session_ids: tuple[str, ...]
+    bytes_reclaimable: int  # stored bytes of the deleted rows (indexes free more on top)
+    busy: tuple[dict[str, Any], ...] = ()  # sessions kept because of open ledger work
+    kept_for_lineage: tuple[str, ...] = ()  # compression ancestors of a session that stays
+    children_repointed: int = 0
+    ledger_rows_removed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as plain JSON-ready data."""
+        out = asdict(self)
+        out["session_ids"] = list(self.session_ids)
+        out["busy"] = [dict(b) for b in self.busy]
+        out["kept_for_lineage"] = list(self.kept_for_lineage)
+        return out
+
+
+def _age_expr(conn: sqlite3.Connection) -> str:
+    """SQL for a session's last activity: max(last_activity_at, newest message, started_at)."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
+    parts = [
+        "s.started_at",
+        "COALESCE((SELECT MAX(m.timestamp) FROM messages m"
+        " WHERE m.session_id = s.id), s.started_at)",
+    ]
+    if "last_activity_at" in cols:
+        parts.append("COALESCE(s.last_activity_at, s.started_at)")
+    return f"MAX({', '.join(parts)})"
+
+
+def _eligible(
+    conn: sqlite3.Connection, cutoff: float, source: str | None, within: Sequence[str] | None
+) -> list[tuple[str, str | None]]:
+    """Return (id, end_reason) of ended, unpinned sessions idle since before cutoff."""
+    cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
+    where = ["s.ended_at IS NOT NULL", f"{_age_expr(conn)} < ?"]
+    params: list[Any] = [cutoff]
+    if "pinned" in cols:
+        where.append("COALESCE(s.pinned, 0) = 0")
+    if source is not None:
+        where.append("s.source = ?")
+        params.append(source)
+    sql = f"SELECT s.id, s.end_reason FROM sessions s WHERE {' AND '.join(where)}"
+    if within is None:
+        return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY s.started_at, s.id", params)]
+    out = []
+    for batch in _chunks(within):
+        out += [
+            (r[0], r[1])
+            for r in conn.execute(sql + f" AND s.id IN ({_marks(batch)})", [*params, *batch])
+        ]
+    return out
+
+
+def _keep_lineage(
+    conn: sqlite3.Connection, candidates: list[tuple[str, str | None]], doomed: set[str]
+) -> list[str]:
+    """Drop from doomed every compression ancestor whose continuation stays; return them."""
+    successors = {
+        sid: successor_in(conn, sid)
+        for sid, reason in candidates
+        if reason == COMPRESSION_END_REASON
+    }
+    kept: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        for sid, succ in successors.items():
+            if sid in doomed and succ is not None and succ not in doomed:
+                doomed.discard(sid)
+                kept.append(sid)
+                changed = True
+    return kept
+
+
+@dataclass
+class _Plan:
+    ids: list[str]
+    busy: dict[str, list[OpenWork]] = field(default_factory=dict)
+    kept_for_lineage: list[str] = field(default_factory=list)
+
+
+def _plan(
+    conn: sqlite3.Connection,
+    cutoff: float,
+    source: str | None,
+    within: Sequence[str] | None = None,
+    allowed: set[str] | None = None,
+) -> _Plan:
+    """Choose what a prune deletes: eligible, not busy, not needed by a continuing lineage."""
+    candidates = _eligible(conn, cutoff, source, within)
+    order = [sid for sid, _ in candidates]
+    doomed = set(order)
+    busy = _group_open(open_work_in(conn, order))
+    doomed -= set(busy)
+    # A continuation chosen for another chunk of the same prune still counts as going.
+    going = doomed | ((allowed or set()) - set(busy))
+    kept = _keep_lineage(conn, candidates, going)
+    doomed -= set(kept)
+    return _Plan([s for s in order if s in doomed], busy, kept)
+
+
+def prune_sessions(
+    store: Store,
+    older_than_days: float = 90,
+    *,
+    source: str | None = None,
+    dry_run: bool = False,
+    now: float | None = None,
+) -> PruneResult:
+    """Delete ended, unpinned sessions idle for longer than older_than_days (or preview it).
+
+    Sessions with open ledger work are reported in ``busy`` and kept; so is a compression
+    ancestor whose continuation stays. Children of deleted sessions are re-pointed. Deletion
+    runs one transaction per chunk of sessions so a live gateway is never blocked for long.
+    """
+    if older_than_days < 0:
+        raise ValueError("older_than_days must not be negative")
+    cutoff = (time.time() if now is None else float(now)) - float(older_than_days) * DAY_S
+    plan = _plan(store.conn, cutoff, source)
+
+    def result(
+        ids: Sequence[str], msgs: int, size: int, busy: dict[str, list[OpenWork]], **kw: Any
+    ) -> PruneResult:
+        return PruneResult(
+            older_than_days=float(older_than_days),
+            cutoff=cutoff,
+            source=source,
+            dry_run=dry_run,
+            sessions=len(ids),
+            messages=msgs,
+            session_ids=tuple(ids),
+            bytes_reclaimable=size,
+            busy=tuple(
+                {
+                    "session_id": sid,
+                    "message": busy_message(sid, rows),
+                    "open_rows": [r.to_dict() for r in rows],
+                }
+                for sid, rows in busy.items()
+            ),
+            kept_for_lineage=tuple(plan.kept_for_lineage),
+            **kw,
+        )
+
+    if dry_run:
+        msgs, size = _measure(store.conn, plan.ids)
+        return result(plan.ids, msgs, size, plan.busy)
+
+    everything = set(plan.ids)
+    deleted: list[str] = []
+    busy = dict(plan.busy)
+    msgs = size = moved = ledger_rows = 0
+    for batch in _chunks(plan.ids):
+
+        def fn(conn: sqlite3.Connection, batch: list[str] = batch) -> tuple[_Plan, _Deleted]:
+            # Re-check inside the transaction: a session may have been reopened or admitted work.
+            now_plan = _plan(conn, cutoff, source, within=batch, allowed=everything)
+            return now_plan, _delete_in(conn, now_plan.ids)
+
+        chunk_plan, done = store.write(fn)
+        deleted += chunk_plan.ids
+        busy.update(chunk_plan.busy)
+        msgs += done.messages
+        size += done.bytes
+        moved += done.children_repointed
+        ledger_rows += done.ledger_rows
+    return result(
+        deleted, msgs, size, busy, children_repointed=moved, ledger_rows_removed=ledger_rows
+    )
+
+
+# --- optimize -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """File sizes before and after a space reclaim, and what was done."""
+
+    db_bytes_before: int
+    wal_bytes_before: int
+    db_bytes_after: int
+    wal_bytes_after: int
+    fts_optimized: bool
+    fts_rebuilt: bool
+    vacuumed: bool
+    forced: bool
+    other_processes: tuple[str, ...] = ()  # who else had the store open (when checked)
+
+    @property
+    def bytes_before(self) -> int:
+        """Database plus WAL size before."""
+        return self.db_bytes_before + self.wal_bytes_before
+
+    @property
+    def bytes_after(self) -> int:
+        """Database plus WAL size after."""
+        return self.db_bytes_after + self.wal_bytes_after
+
+    @property
+    def reclaimed(self) -> int:
+        """Bytes given back to the filesystem (negative if the files grew)."""
+        return self.bytes_before - self.bytes_after
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as plain JSON-ready data."""
+        out = asdict(self)
+        out["other_processes"] = list(self.other_processes)
+        out.update(
+            bytes_before=self.bytes_before, bytes_after=self.bytes_after, reclaimed=self.reclaimed
+        )
+        return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _sizes(db_path: Path) -> tuple[int, int]:
+    return _size(db_path), _size(Path(str(db_path) + "-wal"))
+
+
+def other_processes(db_path: Path) -> list[str]:
+    """Name every other process holding a lock on, or having open, the store files."""
+    from hermes_state.lockowners import OFD_OWNER, lock_holders
+
+    report = lock_holders(db_path)
+    me = os.getpid()
+    names: dict[int, str] = {}
+    ofd = False
+    for h in report.holders:
+        if h.pid is None:
+            ofd = True
+        elif h.pid != me:
+            names.setdefault(h.pid, f"PID {h.pid} ({h.command})")
+    for o in report.open_files:
+        if o.pid != me:
+            names.setdefault(o.pid, f"PID {o.pid} ({o.command})")
+    out = [names[p] for p in sorted(names)]
+    if ofd:
+        out.append(OFD_OWNER)
+    return out
+
+
+def _vacuum(store: Store, patience: float = WRITE_PATIENCE_S) -> None:
+    """Run VACUUM outside any transaction, retrying while another writer holds the lock."""
+    start = time.monotonic()
+    while True:
+        try:
+            store.conn.execute("VACUUM")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_lock_error(exc):
+                raise
+            waited = time.monotonic() - start
+            if waited >= patience:
+                raise StoreLockedError(
+                    f"{store.path.name} stayed locked for {waited:.1f}s; VACUUM was not run"
+                ) from exc
+            time.sleep(min(random.uniform(0.25, 1.0), patience - waited))
+
+
+def optimize(
+    store: Store, *, vacuum: bool = True, force: bool = False, rebuild_fts: bool = False
+) -> OptimizeResult:
+    """Give space back: optimise the FTS indexes, then VACUUM and truncate the WAL.
+
+    The structural rewrites (VACUUM, FTS rebuild) refuse with StoreBusyError while another
+    process has the store open, unless force=True.
+    """
+    from hermes_state import fts
+
+    db_before, wal_before = _sizes(store.path)
+    others: list[str] = []
+    if vacuum or rebuild_fts:
+        others = other_processes(store.path)
+        if others and not force:
+            raise StoreBusyError(
+                f"{store.path.name} is open in other processes: {', '.join(others)}; "
+                "refusing to rewrite it under them"
+            )
+    if rebuild_fts:
+        store.write(fts.rebuild_all)
+    # Merging segments drops the tombstones that deleted rows leave in the indexes.
+    store.write(fts.optimize)
+    with store.lock:
+        store.checkpoint_passive()
+        if vacuum:
+            _vacuum(store)
+            # Explicit maintenance only: the normal write path never truncates the live WAL.
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    db_after, wal_after = _sizes(store.path)
+    return OptimizeResult(
+        db_bytes_before=db_before,
+        wal_bytes_before=wal_before,
+        db_bytes_after=db_after,
+        wal_bytes_after=wal_after,
+        fts_optimized=True,
+        fts_rebuilt=rebuild_fts,
+        vacuumed=vacuum,
+        forced=bool(force and others),
+        other_processes=tuple(others),
+    )
