@@ -268,7 +268,7 @@ def read_header(path: Path) -> bytes:
     """Read the first 16 bytes of a store file that this process does not have open."""
     if is_open_in_process(path):
         raise RuntimeError(f"refusing a raw read of {path}: this process has it open")
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return os.pread(fd, 16, 0)
     finally:
@@ -388,14 +388,23 @@ def _open_writable(path: Path) -> Store:
     conn = _connect_writable(path)
     _register_open(path)
     try:
+        version = _retry_locked(path, lambda: schema.stored_version(conn))
+        if version is not None and version > schema.SCHEMA_VERSION:
+            # A newer layout is browsed as it is: no journal-mode switch, no DDL.
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0].lower()
+            return Store(
+                path, conn, read_only=False, too_new=True, quarantine=quarantine, journal_mode=mode
+            )
         journal_mode = _retry_locked(path, lambda: _apply_journal_mode(conn, path))
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
         store = Store(path, conn, read_only=False, quarantine=quarantine, journal_mode=journal_mode)
-        version = store.write(schema.init_schema)
-        store.too_new = version is not None and version > schema.SCHEMA_VERSION
-        store.forget_columns()
+        # The common case (a current store) needs no write lock to open.
+        if not _retry_locked(path, lambda: schema.is_current(conn)):
+            version = store.write(schema.init_schema)
+            store.too_new = version is not None and version > schema.SCHEMA_VERSION
+            store.forget_columns()
         secure_store_files(path)
         return store
     except sqlite3.DatabaseError as exc:

@@ -158,7 +158,7 @@ class _PendingUids:
             " AND tool_call_uids IS NOT NULL ORDER BY id DESC LIMIT 50",
             (self.session_id,),
         ).fetchall()
-        for (text,) in reversed(rows):
+        for (text,) in rows:  # newest first: the nearest preceding call wins
             try:
                 mapping = json.loads(text)
             except ValueError:

@@ -445,7 +445,7 @@ def init_schema(conn: sqlite3.Connection) -> int | None:
     before = stored_version(conn)
     if before is not None and before > SCHEMA_VERSION:
         return before
-    if before == SCHEMA_VERSION and _is_current(conn):
+    if before == SCHEMA_VERSION and is_current(conn):
         return before
     for ddl in TABLE_DDL.values():
         conn.execute(ddl)
@@ -465,8 +465,10 @@ def init_schema(conn: sqlite3.Connection) -> int | None:
     return before
 
 
-def _is_current(conn: sqlite3.Connection) -> bool:
-    """Tell cheaply whether a store already at SCHEMA_VERSION has every table and column."""
+def is_current(conn: sqlite3.Connection) -> bool:
+    """Tell cheaply whether a store is at SCHEMA_VERSION with every table, column and index."""
+    if stored_version(conn) != SCHEMA_VERSION:
+        return False
     live: dict[str, set[str]] = {}
     for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"):
         live[name] = set()

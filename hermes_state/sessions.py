@@ -482,7 +482,7 @@ def record_usage(
     billing_base_url: str = "",
     billing_mode: str = "",
     estimated_cost_usd: float = 0.0,
-    actual_cost_usd: float = 0.0,
+    actual_cost_usd: float | None = None,
     **counters: int,
 ) -> None:
     """Add one API call's token counts and cost to the session and its per-model usage row."""
@@ -499,9 +499,18 @@ def record_usage(
         conn.execute(
             f"UPDATE sessions SET {sets}, "
             "estimated_cost_usd = COALESCE(estimated_cost_usd, 0) + ?, "
-            "actual_cost_usd = COALESCE(actual_cost_usd, 0) + ?, "
+            # An unknown actual cost stays unknown, so statistics fall back to the estimate.
+            "actual_cost_usd = CASE WHEN ? IS NULL THEN actual_cost_usd"
+            " ELSE COALESCE(actual_cost_usd, 0) + ? END, "
             "model = COALESCE(model, ?) WHERE id = ?",
-            [*counts.values(), estimated_cost_usd, actual_cost_usd, model, session_id],
+            [
+                *counts.values(),
+                estimated_cost_usd,
+                actual_cost_usd,
+                actual_cost_usd,
+                model,
+                session_id,
+            ],
         )
         key = (session_id, model, billing_provider, billing_base_url, billing_mode, task)
         adds = ", ".join(f"{c} = {c} + excluded.{c}" for c in USAGE_COUNTERS)
@@ -514,7 +523,7 @@ def record_usage(
             f" DO UPDATE SET {adds}, estimated_cost_usd = estimated_cost_usd + "
             "excluded.estimated_cost_usd, actual_cost_usd = actual_cost_usd + "
             "excluded.actual_cost_usd, last_seen = excluded.last_seen",
-            [*key, *counts.values(), estimated_cost_usd, actual_cost_usd, now, now],
+            [*key, *counts.values(), estimated_cost_usd, actual_cost_usd or 0.0, now, now],
         )
 
     store.write(fn)
