@@ -496,3 +496,64 @@ def optimize(
         forced=bool(force and others),
         other_processes=tuple(others),
     )
+
+
+# --- health check ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    """What check_store found: one {name, ok, detail} per check."""
+
+    path: str
+    checks: tuple[dict[str, Any], ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every check passed."""
+        return all(c["ok"] for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {"path": self.path, "ok": self.ok, "checks": [dict(c) for c in self.checks]}
+
+
+def check_store(store: Store) -> StoreCheck:
+    """Run the read-only health checks: integrity, foreign keys, FTS, schema version, file modes."""
+    import stat
+
+    from hermes_state import fts, schema
+
+    conn = store.conn
+    checks: list[dict[str, Any]] = []
+
+    def add(name: str, ok: bool, detail: str) -> None:
+        checks.append({"name": name, "ok": ok, "detail": detail})
+
+    integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)")]
+    add("integrity", integrity == ["ok"], "; ".join(integrity))
+    fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+    add("foreign_keys", not fk, f"{len(fk)} violations" if fk else "ok")
+    problems = fts.integrity_check(conn)
+    add("search_indexes", not problems, "; ".join(problems) or "ok")
+    version = schema.stored_version(conn)
+    if version == schema.SCHEMA_VERSION:
+        add("schema", True, f"v{version}")
+    elif version is not None and version > schema.SCHEMA_VERSION:
+        add("schema", False, f"v{version} is newer than this hermes (v{schema.SCHEMA_VERSION})")
+    else:
+        add(
+            "schema",
+            False,
+            f"v{version}, older than v{schema.SCHEMA_VERSION}: run hermes db migrate",
+        )
+    loose = []
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            mode = stat.S_IMODE(os.stat(str(store.path) + suffix).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            loose.append(f"{store.path.name}{suffix} is {mode:04o}")
+    add("permissions", not loose, "; ".join(loose) or "0600")
+    return StoreCheck(str(store.path), tuple(checks))

@@ -1,0 +1,201 @@
+"""Entry point of `hermes`: the profile override first, then the Typer app and its error handler.
+
+Command modules import the storage library inside their functions, so `hermes --help` and
+`hermes --version` load neither sqlite3 nor rich's table machinery.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_BUSY = 75  # EX_TEMPFAIL: the store stayed locked; retrying later can succeed
+
+
+def _apply_profile_override(argv: list[str] | None = None) -> list[str]:
+    """Point HERMES_HOME at the -p/--profile (or sticky) profile and drop the flag from argv."""
+    from hermes_state import home
+    from hermes_state.errors import HermesStateError, ProfileNotFoundError
+
+    args = sys.argv if argv is None else argv
+    try:
+        remaining = home.apply_profile_override(list(args))
+    except ProfileNotFoundError as exc:
+        sys.stderr.write(f"Error: {exc.message}\n")
+        raise SystemExit(EXIT_FAILURE) from None
+    except HermesStateError as exc:  # a malformed name is a bad flag value: usage
+        sys.stderr.write(f"Error: {exc.message}\n")
+        if exc.hint:
+            sys.stderr.write(f"Hint: {exc.hint}\n")
+        raise SystemExit(EXIT_USAGE) from None
+    if argv is None:
+        sys.argv[:] = remaining
+    return remaining
+
+
+def version_text() -> str:
+    """Return the `hermes X.Y.Z` line."""
+    from hermes_state import __version__
+
+    return f"hermes {__version__}"
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """Map an expected failure to its exit code: 75 store busy, 2 bad profile name, else 1."""
+    from hermes_state.errors import InvalidProfileNameError, StoreBusyError, StoreLockedError
+
+    if isinstance(exc, StoreLockedError | StoreBusyError):
+        return EXIT_BUSY
+    if isinstance(exc, InvalidProfileNameError):
+        return EXIT_USAGE  # a malformed or reserved name is a bad argument
+    return EXIT_FAILURE
+
+
+def _usage_line(exc: Any) -> str:
+    """Return a usage error as one line, with where to get help."""
+    message = exc.format_message()
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and "--help" not in message:
+        message += f" (see: {ctx.command_path} --help)"
+    return " ".join(message.split())
+
+
+def _make_group_class() -> type:
+    from typer.core import TyperGroup
+
+    class HermesGroup(TyperGroup):
+        """The root group: runs the app and turns every expected failure into a message + code."""
+
+        def main(  # type: ignore[override]
+            self,
+            args: Sequence[str] | None = None,
+            prog_name: str | None = None,
+            complete_var: str | None = None,
+            standalone_mode: bool = True,
+            **extra: Any,
+        ) -> Any:
+            import typer
+            from typer._click import exceptions as click_exc
+
+            from hermes_cli import render
+            from hermes_cli.logfile import attached_error_log
+            from hermes_state.errors import HermesStateError
+
+            log_handlers = attached_error_log()
+            try:
+                rv = super().main(
+                    args=args,
+                    prog_name=prog_name or "hermes",
+                    complete_var=complete_var,
+                    standalone_mode=False,
+                    **extra,
+                )
+                code = rv if isinstance(rv, int) else EXIT_OK
+            except click_exc.NoArgsIsHelpError as exc:
+                # A bare group (`hermes`, `hermes sessions`) shows its help, as asked.
+                render.echo(exc.format_message())
+                code = EXIT_OK
+            except click_exc.UsageError as exc:
+                render.echo(f"Error: {_usage_line(exc)}", err=True)
+                code = EXIT_USAGE
+            except click_exc.ClickException as exc:
+                exc.show()
+                code = exc.exit_code
+            except typer.Abort:
+                render.echo("Aborted", err=True)
+                code = EXIT_FAILURE
+            except HermesStateError as exc:
+                render.error(exc.message, exc.hint)
+                code = exit_code_for(exc)
+            except BrokenPipeError:
+                # `hermes sessions list | head`: the reader left; do not print a traceback.
+                sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit
+                code = EXIT_FAILURE
+            finally:
+                log_handlers.close()
+            if standalone_mode:
+                sys.exit(code)
+            return code
+
+    return HermesGroup
+
+
+def _version_callback(value: bool) -> None:
+    import typer
+
+    if value:
+        sys.stdout.write(version_text() + "\n")
+        raise typer.Exit()
+
+
+def build_app() -> Any:
+    """Assemble the Typer app from one sub-app per command group."""
+    import typer
+
+    from hermes_cli import backup, db, profile, sessions
+
+    app = typer.Typer(
+        name="hermes",
+        cls=_make_group_class(),
+        help="Browse, search, export and maintain Hermes Agent's session store (state.db).",
+        add_completion=False,
+        no_args_is_help=True,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+    @app.callback()
+    def root(
+        profile_name: str | None = typer.Option(
+            None,
+            "-p",
+            "--profile",
+            metavar="NAME",
+            help="Use profile NAME for this command (works anywhere on the line).",
+        ),
+        version: bool = typer.Option(
+            False,
+            "--version",
+            is_eager=True,
+            callback=_version_callback,
+            help="Print the version and exit.",
+        ),
+    ) -> None:
+        """Browse, search, export and maintain Hermes Agent's session store (state.db)."""
+        if profile_name is not None:
+            # Reached only when the app runs without main() (tests); main() strips the flag.
+            _apply_profile_override(["hermes", "--profile", profile_name])
+
+    app.add_typer(sessions.app, name="sessions")
+    app.add_typer(db.app, name="db")
+    app.add_typer(profile.app, name="profile")
+    backup.register(app)
+    return app
+
+
+def get_command() -> Any:
+    """Return the click command tree of the app (for docs, completions and tests)."""
+    import typer.main
+
+    return typer.main.get_command(build_app())
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run `hermes` with argv (default: sys.argv[1:]) and exit with its code."""
+    args = _apply_profile_override(None if argv is None else ["hermes", *argv])
+    rest = args[1:]
+    if rest[:1] == ["--version"]:
+        # Fast path: no app, no storage, no rich.
+        sys.stdout.write(version_text() + "\n")
+        raise SystemExit(EXIT_OK)
+    get_command().main(args=rest, prog_name="hermes")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

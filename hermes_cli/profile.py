@@ -1,0 +1,164 @@
+"""`hermes profile …`: list, show, use, create and delete profiles (`default` is the root)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from hermes_cli import render
+from hermes_cli.options import JsonFlag, YesFlag
+
+app = typer.Typer(
+    help="Manage profiles: each has its own home and state.db ('default' is the root).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+def _info_json(info: object) -> dict:
+    from hermes_state.home import STORE_FILE
+
+    path = info.path  # type: ignore[attr-defined]
+    store = path / STORE_FILE
+    return {
+        "name": info.name,  # type: ignore[attr-defined]
+        "path": str(path),
+        "active": info.is_active,  # type: ignore[attr-defined]
+        "has_store": info.has_store,  # type: ignore[attr-defined]
+        "store_bytes": store.stat().st_size if info.has_store else 0,  # type: ignore[attr-defined]
+    }
+
+
+@app.command("list")
+def list_profiles(
+    names: Annotated[
+        bool, typer.Option("--names", hidden=True, help="Print only the names (for completion).")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List profiles: name, whether active, whether it has a store, and where it lives."""
+    from hermes_state import home
+
+    infos = home.list_profiles()
+    if names:
+        for info in infos:
+            render.echo(info.name)
+        return
+    rows = [_info_json(i) for i in infos]
+    if as_json:
+        render.emit_json({"profiles": rows})
+        return
+    render.table(
+        [
+            render.Column("Profile"),
+            render.Column("Active"),
+            render.Column("Store", "right"),
+            render.Column("Path"),
+        ],
+        [
+            [
+                r["name"],
+                "*" if r["active"] else "",
+                render.human_bytes(r["store_bytes"]) if r["has_store"] else "none yet",
+                home.display_hermes_home(r["path"]),
+            ]
+            for r in rows
+        ],
+    )
+
+
+@app.command("show")
+def show(
+    name: Annotated[
+        str | None,
+        typer.Argument(metavar="NAME", help="Profile to show (default: the one in use)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one profile: its home, store file and whether it is the sticky choice."""
+    from hermes_state import home
+
+    chosen = name or home.current_profile_name()
+    home.validate_profile_name(chosen)
+    if not home.profile_exists(chosen):
+        from hermes_state.errors import ProfileNotFoundError
+
+        raise ProfileNotFoundError(
+            f"Profile '{chosen}' does not exist. Create it with: hermes profile create {chosen}"
+        )
+    info = next(i for i in home.list_profiles() if i.name == chosen)
+    data = _info_json(info)
+    data["store"] = str(info.path / home.STORE_FILE)
+    if as_json:
+        render.emit_json(data)
+        return
+    render.key_values(
+        [
+            ("Profile", data["name"]),
+            ("Path", home.display_hermes_home(data["path"])),
+            ("Store", home.display_hermes_home(data["store"])),
+            (
+                "Store size",
+                render.human_bytes(data["store_bytes"]) if data["has_store"] else "none yet",
+            ),
+            ("Sticky", "yes" if data["active"] else "no"),
+        ]
+    )
+
+
+@app.command("use")
+def use(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Profile to make sticky ('default' clears it).")
+    ],
+) -> None:
+    """Make a profile the sticky default for later commands."""
+    from hermes_state import home
+
+    home.set_active_profile(name)
+    path = home.display_hermes_home(home.profile_home(name))
+    render.echo(f"Switched to: {name} ({path})")
+
+
+@app.command("create")
+def create(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="New profile name: a-z, 0-9, '-', '_'.")
+    ],
+) -> None:
+    """Create a new, empty profile."""
+    from hermes_state import home
+
+    path = home.create_profile(name)
+    render.echo(f"Created profile '{name}' at {home.display_hermes_home(path)}")
+    render.echo(f"Use it with: hermes -p {name} …  or make it sticky: hermes profile use {name}")
+
+
+@app.command("delete")
+def delete(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Profile to delete, with everything in it.")
+    ],
+    yes: YesFlag = False,
+) -> None:
+    """Delete a named profile: its store, config and logs."""
+    from hermes_state import home
+    from hermes_state.errors import HermesStateError, ProfileNotFoundError
+
+    home.validate_profile_name(name)
+    if name == home.DEFAULT_PROFILE:
+        raise HermesStateError(
+            "The default profile is the Hermes root and cannot be deleted.", hint=""
+        )
+    if not home.profile_exists(name):
+        raise ProfileNotFoundError(
+            f"Profile '{name}' does not exist.", hint="See: hermes profile list"
+        )
+    path = home.profile_home(name)
+    render.confirm(
+        f"Delete profile '{name}' ({home.display_hermes_home(path)}) with all its sessions?",
+        assume_yes=yes,
+    )
+    home.delete_profile(name)
+    render.echo(f"Profile '{name}' deleted.")

@@ -1,0 +1,130 @@
+"""Opening the current profile's store for a command: read-only for browsing, writable for edits."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from hermes_state.connection import Store
+
+T = TypeVar("T")
+
+
+def db_path() -> Path:
+    """Return the current profile's store path."""
+    from hermes_state.home import default_db_path
+
+    return default_db_path()
+
+
+def profile_name() -> str:
+    """Return the name of the profile this command runs in."""
+    from hermes_state.home import current_profile_name
+
+    return current_profile_name()
+
+
+@contextlib.contextmanager
+def read_store(path: Path | None = None) -> Iterator[Store]:
+    """Open the store read-only (never created or migrated); raises StoreNotFoundError if absent."""
+    from hermes_cli import render
+    from hermes_state.connection import open_store
+
+    store = open_store(path or db_path(), read_only=True)
+    try:
+        if store.too_new:
+            render.warn(
+                f"{store.path} was written by a newer hermes; showing what this version can read."
+            )
+        yield store
+    finally:
+        store.close()
+
+
+@contextlib.contextmanager
+def write_store(path: Path | None = None) -> Iterator[Store]:
+    """Open the store for writing (created and migrated as needed).
+
+    A damaged file moved aside on open is reported by the library's log record, which the CLI
+    shows on stderr and keeps in errors.log.
+    """
+    from hermes_state.connection import open_store
+
+    store = open_store(path or db_path())
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def problem_kind(exc: BaseException) -> str:
+    """Classify why a profile's store could not be read: missing, too_new, busy, corrupt, error."""
+    from hermes_state.errors import (
+        SchemaTooNewError,
+        StoreBusyError,
+        StoreCorruptError,
+        StoreLockedError,
+        StoreNotFoundError,
+        is_corruption_error,
+        is_lock_error,
+    )
+
+    if isinstance(exc, StoreNotFoundError):
+        return "missing"
+    if isinstance(exc, SchemaTooNewError):
+        return "too_new"
+    if isinstance(exc, StoreLockedError | StoreBusyError) or is_lock_error(exc):
+        return "busy"
+    if isinstance(exc, StoreCorruptError) or is_corruption_error(exc):
+        return "corrupt"
+    return "error"
+
+
+def across_profiles(fn: Callable[[str, Store], T]) -> tuple[list[T], list[dict[str, Any]]]:
+    """Run fn(profile name, read-only store) for the root and every named profile.
+
+    A profile whose store is missing, newer than this code, busy or corrupt is reported in the
+    returned errors as {profile, error, message} and skipped, so the others are still shown.
+    """
+    import sqlite3
+
+    from hermes_state.connection import open_store
+    from hermes_state.errors import HermesStateError
+    from hermes_state.home import STORE_FILE, list_profiles
+
+    results: list[T] = []
+    errors: list[dict[str, Any]] = []
+    for info in list_profiles():
+        path = info.path / STORE_FILE
+        try:
+            store = open_store(path, read_only=True)
+        except (HermesStateError, sqlite3.Error) as exc:
+            errors.append({"profile": info.name, "error": problem_kind(exc), "message": str(exc)})
+            continue
+        try:
+            if store.too_new:
+                errors.append(
+                    {
+                        "profile": info.name,
+                        "error": "too_new",
+                        "message": f"{path} was written by a newer version of hermes",
+                    }
+                )
+                continue
+            results.append(fn(info.name, store))
+        except (HermesStateError, sqlite3.Error) as exc:
+            errors.append({"profile": info.name, "error": problem_kind(exc), "message": str(exc)})
+        finally:
+            store.close()
+    return results, errors
+
+
+def report_profile_errors(errors: list[dict[str, Any]]) -> None:
+    """Print one warning line on stderr per profile that could not be read."""
+    from hermes_cli import render
+
+    for err in errors:
+        render.warn(f"profile {err['profile']}: {err['error']}: {err['message']}")

@@ -1,0 +1,671 @@
+"""Export and import of sessions: streaming JSONL / JSON / Markdown writers and an exact import.
+
+An export record is one session: every column of its row, plus "messages", every message row
+(inactive and compacted ones included, with their flags) minus the session_id they share.
+Records are produced lazily and messages are read in bounded chunks, so exporting a session of
+any size keeps memory flat. Importing an export restores session ids, timestamps, message uids
+and flags exactly (message row ids are assigned afresh; message_uid is a message's identity).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+from hermes_state import messages as msglib
+from hermes_state import sessions as seslib
+from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.errors import HermesStateError, SessionNotFoundError
+
+SESSION_CHUNK = 500
+MESSAGE_CHUNK = 2000
+_READ_CHUNK = 1 << 16
+ON_CONFLICT = ("skip", "replace")
+# Message keys an import passes on to the store; "id" and "session_id" are assigned by it.
+MESSAGE_KEYS = frozenset({"role", "content", *msglib.APPEND_FIELDS})
+_IGNORED_MESSAGE_KEYS = frozenset({"id", "session_id"})
+# Counters the store maintains while inserting; an import puts the exported values back after.
+_RESTORED_COUNTERS = ("message_count", "tool_call_count", "last_activity_at")
+
+Progress = Callable[[int], None]
+
+
+class ExportTargetError(HermesStateError):
+    """An export destination that would overwrite something or cannot be written."""
+
+    hint = "Remove the file, choose another path, or write to stdout with -o -"
+
+
+class ImportFormatError(HermesStateError):
+    """An import source that is not a JSONL or JSON export at all."""
+
+    hint = "Import files written by: hermes sessions export --format jsonl (or json)"
+
+
+@dataclass
+class ExportCounts:
+    """How many sessions and messages a writer wrote."""
+
+    sessions: int = 0
+    messages: int = 0
+
+
+@dataclass(frozen=True)
+class ImportIssue:
+    """One session that was not imported: its line in the file, its id if known, and why."""
+
+    line: int
+    session_id: str | None
+    message: str
+
+
+@dataclass
+class ImportResult:
+    """What an import did: sessions imported, replaced and skipped, messages written, problems."""
+
+    imported: int = 0
+    replaced: int = 0
+    skipped: int = 0
+    messages: int = 0
+    errors: list[ImportIssue] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every session in the source was imported or deliberately skipped."""
+        return not self.errors
+
+
+# --- export ---------------------------------------------------------------------------------
+
+
+def _message_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a decoded message row as it appears in an export (without its session_id)."""
+    return {k: v for k, v in row.items() if k != "session_id"}
+
+
+def _session_messages(store: Store, session_id: str) -> Iterator[dict[str, Any]]:
+    for row in msglib.iter_messages(store, session_id, include_inactive=True, chunk=MESSAGE_CHUNK):
+        yield _message_record(row)
+
+
+def export_session(store: Store, session_id: str) -> dict[str, Any]:
+    """Return one session's columns plus "messages": every message row, flags included."""
+    row = seslib.require_session(store, session_id)
+    return {**row, "messages": list(_session_messages(store, session_id))}
+
+
+def _session_ids(
+    store: Store,
+    *,
+    source: str | None,
+    started_after: float | None,
+    started_before: float | None,
+) -> Iterator[str]:
+    """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
+    where, params = [], []
+    if source is not None:
+        where.append("source = ?")
+        params.append(source)
+    if started_after is not None:
+        where.append("started_at >= ?")
+        params.append(float(started_after))
+    if started_before is not None:
+        where.append("started_at < ?")
+        params.append(float(started_before))
+    last: tuple[float, str] | None = None
+    while True:
+        page_where = list(where)
+        page_params = list(params)
+        if last is not None:
+            page_where.append("(started_at > ? OR (started_at = ? AND id > ?))")
+            page_params += [last[0], last[0], last[1]]
+        sql = "SELECT id, started_at FROM sessions"
+        if page_where:
+            sql += " WHERE " + " AND ".join(page_where)
+        sql += " ORDER BY started_at, id LIMIT ?"
+        rows = store.conn.execute(sql, [*page_params, SESSION_CHUNK]).fetchall()
+        if not rows:
+            return
+        for r in rows:
+            yield r[0]
+        last = (rows[-1][1], rows[-1][0])
+
+
+def export_all(
+    store: Store,
+    *,
+    source: str | None = None,
+    session_ids: Iterable[str] | None = None,
+    started_after: float | None = None,
+    started_before: float | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield export records oldest first; each record's "messages" is a lazy iterator."""
+    if session_ids is not None:
+        ids: Iterable[str] = dict.fromkeys(session_ids)  # keep order, drop repeats
+    else:
+        ids = _session_ids(
+            store, source=source, started_after=started_after, started_before=started_before
+        )
+    for sid in ids:
+        row = seslib.get_session(store, sid)
+        if row is None:
+            if session_ids is not None:
+                raise SessionNotFoundError(f"No session with id {sid}")
+            continue  # deleted while we were paging
+        if session_ids is not None and not _matches(row, source, started_after, started_before):
+            continue
+        yield {**row, "messages": _session_messages(store, sid)}
+
+
+def _matches(
+    row: Mapping[str, Any], source: str | None, after: float | None, before: float | None
+) -> bool:
+    started = row.get("started_at") or 0.0
+    if source is not None and row.get("source") != source:
+        return False
+    if after is not None and started < after:
+        return False
+    return not (before is not None and started >= before)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    raise TypeError(f"cannot export a value of type {type(value).__name__}")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+
+
+def write_record(record: Mapping[str, Any], fp: IO[str]) -> int:
+    """Write one record as a single JSON object, streaming its messages; return how many."""
+    head = {k: v for k, v in record.items() if k != "messages"}
+    text = _dumps(head)
+    fp.write(text[:-1] + ("," if head else "") + '"messages":[')
+    n = 0
+    for msg in record.get("messages") or ():
+        fp.write(("," if n else "") + _dumps(_message_record(msg)))
+        n += 1
+    fp.write("]}")
+    return n
+
+
+def write_jsonl(
+    records: Iterable[Mapping[str, Any]], fp: IO[str], *, progress: Progress | None = None
+) -> ExportCounts:
+    """Write records as JSON Lines, one session per line."""
+    counts = ExportCounts()
+    for record in records:
+        counts.messages += write_record(record, fp)
+        fp.write("\n")
+        counts.sessions += 1
+        if progress is not None:
+            progress(1)
+    return counts
+
+
+def write_json(
+    records: Iterable[Mapping[str, Any]], fp: IO[str], *, progress: Progress | None = None
+) -> ExportCounts:
+    """Write records as one JSON array, written incrementally (one session per line)."""
+    counts = ExportCounts()
+    fp.write("[")
+    for record in records:
+        fp.write(",\n" if counts.sessions else "\n")
+        counts.messages += write_record(record, fp)
+        counts.sessions += 1
+        if progress is not None:
+            progress(1)
+    fp.write("\n]\n" if counts.sessions else "]\n")
+    return counts
+
+
+def _iso(ts: Any) -> str:
+    if not isinstance(ts, int | float) or not math.isfinite(ts):
+        return "—"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _fence(text: str, lang: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _md_content(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return _fence(json.dumps(content, ensure_ascii=False, indent=2), "json")
+
+
+def _write_md_session(record: Mapping[str, Any], fp: IO[str]) -> int:
+    title = record.get("title") or record.get("id")
+    fp.write(f"## {title}\n\n")
+    for label, key in (
+        ("Session ID", "id"),
+        ("Source", "source"),
+        ("Model", "model"),
+        ("Parent", "parent_session_id"),
+    ):
+        if record.get(key):
+            fp.write(f"- **{label}:** `{record[key]}`\n")
+    fp.write(f"- **Started:** {_iso(record.get('started_at'))}\n")
+    if record.get("ended_at"):
+        fp.write(f"- **Ended:** {_iso(record['ended_at'])}\n")
+    fp.write("\n")
+    n = 0
+    for msg in record.get("messages") or ():
+        n += 1
+        role = str(msg.get("role") or "?").capitalize()
+        if msg.get("tool_name"):
+            role += f" ({msg['tool_name']})"
+        state = ""
+        if msg.get("compacted"):
+            state = " (compacted)"
+        elif not msg.get("active", 1):
+            state = " (inactive)"
+        fp.write(f"### {role} — {_iso(msg.get('timestamp'))}{state}\n\n")
+        body = _md_content(msg.get("content"))
+        if body:
+            fp.write(body.rstrip("\n") + "\n\n")
+        if msg.get("tool_calls"):
+            calls = json.dumps(msg["tool_calls"], ensure_ascii=False, indent=2)
+            fp.write(_fence(calls, "json") + "\n\n")
+    return n
+
+
+def write_markdown(
+    records: Iterable[Mapping[str, Any]], fp: IO[str], *, progress: Progress | None = None
+) -> ExportCounts:
+    """Write records as a readable Markdown transcript (not importable)."""
+    counts = ExportCounts()
+    fp.write("# Hermes sessions export\n\n")
+    for record in records:
+        counts.messages += _write_md_session(record, fp)
+        counts.sessions += 1
+        if progress is not None:
+            progress(1)
+    return counts
+
+
+Writer = Callable[..., ExportCounts]
+
+
+def check_export_target(path: Path) -> Path:
+    """Return path made absolute if an export may be written there, else raise ExportTargetError."""
+    target = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+    if os.fspath(path).endswith(os.sep) or target.is_dir():
+        raise ExportTargetError(
+            f"{target} is a directory; give the export a file name",
+            hint=f"For example: -o {target / 'hermes-sessions.jsonl'}",
+        )
+    if target.exists() or target.is_symlink():
+        raise ExportTargetError(f"Refusing to overwrite existing file {target}")
+    if not target.parent.is_dir():
+        raise ExportTargetError(
+            f"Directory {target.parent} does not exist",
+            hint="Create it first, or pick another path.",
+        )
+    return target
+
+
+def export_to_path(
+    records: Iterable[Mapping[str, Any]],
+    path: Path,
+    writer: Writer = write_jsonl,
+    *,
+    progress: Progress | None = None,
+) -> ExportCounts:
+    """Write records to a new file atomically (temp file, then a no-clobber link into place)."""
+    target = check_export_target(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fp:
+            counts = writer(records, fp, progress=progress)
+            fp.flush()
+            os.fsync(fp.fileno())
+        try:
+            # link() fails if the target appeared meanwhile: an export never clobbers a file.
+            os.link(tmp, target)
+        except FileExistsError:
+            raise ExportTargetError(f"Refusing to overwrite existing file {target}") from None
+        except OSError:
+            if target.exists():
+                raise ExportTargetError(f"Refusing to overwrite existing file {target}") from None
+            os.replace(tmp, target)  # file systems without hard links
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return counts
+
+
+# --- import: reading ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Bad:
+    """A record that could not even be parsed."""
+
+    message: str
+
+
+def _jsonl_records(fp: IO[str]) -> Iterator[tuple[int, Any]]:
+    for line_no, line in enumerate(fp, 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except ValueError as exc:
+            yield line_no, _Bad(f"invalid JSON: {exc}")
+
+
+def _json_array_records(fp: IO[str]) -> Iterator[tuple[int, Any]]:
+    """Yield the elements of a JSON array file one at a time, with the line each starts on."""
+    decoder = json.JSONDecoder()
+    buf, pos, line, eof = fp.read(_READ_CHUNK), 0, 1, False
+
+    def more() -> bool:
+        nonlocal buf, pos, eof
+        if eof:
+            return False
+        # Read at least as much again as is pending, so re-parsing a big element stays linear.
+        chunk = fp.read(max(_READ_CHUNK, len(buf) - pos))
+        if not chunk:
+            eof = True
+            return False
+        buf, pos = buf[pos:] + chunk, 0
+        return True
+
+    def skip_space() -> bool:
+        nonlocal pos, line
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n":
+                line += buf[pos] == "\n"
+                pos += 1
+            if pos < len(buf):
+                return True
+            if not more():
+                return False
+
+    if not skip_space() or buf[pos] != "[":
+        yield line, _Bad("expected a JSON array")
+        return
+    pos += 1
+    expect_value, first = True, True
+    while True:
+        if not skip_space():
+            yield line, _Bad("unexpected end of file inside the JSON array")
+            return
+        ch = buf[pos]
+        if ch == "]":
+            if expect_value and not first:
+                yield line, _Bad("trailing ',' before ']'")
+            return
+        if ch == ",":
+            if expect_value:
+                yield line, _Bad("unexpected ',' in the JSON array")
+                return
+            pos += 1
+            expect_value = True
+            continue
+        if not expect_value:
+            yield line, _Bad("expected ',' between array elements")
+            return
+        while True:
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+                break
+            except ValueError as exc:
+                if not more():
+                    yield line, _Bad(f"invalid JSON: {exc}")
+                    return
+        yield line, obj
+        line += buf.count("\n", pos, end)
+        pos, expect_value, first = end, False, False
+
+
+def _records(source: str | os.PathLike[str] | Iterable[Any]) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed record or _Bad) from a JSONL/JSON file or an iterable."""
+    if not isinstance(source, str | os.PathLike):
+        yield from enumerate(source, 1)
+        return
+    path = Path(source)
+    try:
+        fp = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, around a generator
+    except OSError as exc:
+        raise ImportFormatError(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    with fp:
+        try:
+            head = fp.read(_READ_CHUNK)
+        except UnicodeDecodeError:
+            raise ImportFormatError(f"{path} is not UTF-8 text") from None
+        first = head.lstrip()[:1]
+        if first and first not in "[{":
+            raise ImportFormatError(
+                f"{path} is not a JSONL or JSON export (it starts with {first!r})"
+                + ("; Markdown exports cannot be imported" if first == "#" else "")
+            )
+        fp.seek(0)
+        yield from (_json_array_records(fp) if first == "[" else _jsonl_records(fp))
+
+
+# --- import: validating ---------------------------------------------------------------------
+
+
+class _Invalid(Exception):
+    """A record that parses but is not a valid session."""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _column_value(value: Any) -> Any:
+    """Return a session field as SQLite can store it (nested JSON becomes JSON text)."""
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return value
+
+
+def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Check one record's shape; return the session fields and the message dicts to insert."""
+    if not isinstance(record, Mapping):
+        raise _Invalid(f"expected a JSON object (one session), got {type(record).__name__}")
+    sid = record.get("id")
+    if not isinstance(sid, str) or not sid:
+        raise _Invalid("'id' must be a non-empty string")
+    if not isinstance(record.get("source"), str) or not record["source"]:
+        raise _Invalid("'source' must be a non-empty string")
+    if not _is_number(record.get("started_at")):
+        raise _Invalid("'started_at' must be a number (seconds since the epoch)")
+    parent = record.get("parent_session_id")
+    if parent is not None and not isinstance(parent, str):
+        raise _Invalid("'parent_session_id' must be a string or null")
+    title = record.get("title")
+    if title is not None and not isinstance(title, str):
+        raise _Invalid("'title' must be a string or null")
+    raw_messages = record.get("messages", [])
+    if not isinstance(raw_messages, list):
+        raise _Invalid("'messages' must be a list")
+    session = {k: _column_value(v) for k, v in record.items() if k != "messages"}
+    out: list[dict[str, Any]] = []
+    for i, msg in enumerate(raw_messages):
+        if not isinstance(msg, Mapping):
+            raise _Invalid(f"messages[{i}] must be an object")
+        role = msg.get("role")
+        if not isinstance(role, str) or not role:
+            raise _Invalid(f"messages[{i}]: 'role' must be a non-empty string")
+        ts = msg.get("timestamp")
+        if ts is not None and not _is_number(ts):
+            raise _Invalid(f"messages[{i}]: 'timestamp' must be a number")
+        uid = msg.get("message_uid")
+        if uid is not None and not isinstance(uid, str):
+            raise _Invalid(f"messages[{i}]: 'message_uid' must be a string")
+        for flag in ("active", "compacted", "observed"):
+            if msg.get(flag) is not None and not isinstance(msg[flag], int | bool):
+                raise _Invalid(f"messages[{i}]: '{flag}' must be 0 or 1")
+        extra = set(msg) - MESSAGE_KEYS - _IGNORED_MESSAGE_KEYS
+        ignored.update(f"messages.{k}" for k in extra)
+        out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS})
+    return session, out
+
+
+# --- import: writing ------------------------------------------------------------------------
+
+
+class _Refused(Exception):
+    """A session the store cannot take as it is (raised inside the write, so it rolls back)."""
+
+
+def _write_session(
+    conn: sqlite3.Connection,
+    store: Store,
+    session: dict[str, Any],
+    msgs: list[dict[str, Any]],
+    *,
+    on_conflict: str,
+    unlink_parent: bool,
+    ignored: set[str],
+) -> str:
+    """Insert (or replace) one session and its messages inside the caller's transaction."""
+    sid = session["id"]
+    exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone() is not None
+    if exists and on_conflict == "skip":
+        return "skipped"
+    parent = session.get("parent_session_id")
+    if parent and parent != sid:
+        found = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (parent,)).fetchone()
+        if found is None:
+            if not unlink_parent:
+                return "deferred"
+            session = {**session, "parent_session_id": None}
+    title = session.get("title")
+    if title is not None:
+        holder = conn.execute(
+            "SELECT id FROM sessions WHERE title = ? AND id <> ?", (title, sid)
+        ).fetchone()
+        if holder is not None:
+            raise _Refused(f"title {title!r} is already used by session {holder[0]} in this store")
+    live = store.columns("sessions")
+    ignored.update(k for k in session if k not in live)
+    cols = [c for c in session if c in live]
+    quoted = ", ".join(f'"{c}"' for c in cols)
+    values = [session[c] for c in cols]
+    if exists:
+        conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
+        sets = ", ".join(f'"{c}" = ?' for c in cols if c != "id")
+        conn.execute(
+            f"UPDATE sessions SET {sets} WHERE id = ?",
+            [session[c] for c in cols if c != "id"] + [sid],
+        )
+    else:
+        conn.execute(
+            f"INSERT INTO sessions ({quoted}) VALUES ({', '.join('?' for _ in cols)})", values
+        )
+    try:
+        msglib.insert_messages(conn, sid, msgs)
+    except (TypeError, ValueError) as exc:
+        raise _Refused(f"bad message: {exc}") from exc
+    restored = [c for c in _RESTORED_COUNTERS if c in session and c in live]
+    if restored:
+        # insert_messages counted the rows again; the exported counters are the truth.
+        conn.execute(
+            f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in restored)} WHERE id = ?",
+            [session[c] for c in restored] + [sid],
+        )
+    return "replaced" if exists else "imported"
+
+
+def import_sessions(
+    store: Store,
+    source: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    *,
+    on_conflict: str = "skip",
+    progress: Progress | None = None,
+) -> ImportResult:
+    """Import export records (a JSONL/JSON file or an iterable), one transaction per session.
+
+    A record that is malformed, or that the store refuses, is reported with its line number and
+    nothing of that session is written; the others are imported.
+    """
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
+    result = ImportResult()
+    ignored: set[str] = set()
+    deferred: list[tuple[int, dict[str, Any], list[dict[str, Any]]]] = []
+
+    def attempt(
+        line: int, session: dict[str, Any], msgs: list[dict[str, Any]], unlink: bool
+    ) -> bool:
+        try:
+            outcome = store.write(
+                lambda conn: _write_session(
+                    conn,
+                    store,
+                    session,
+                    msgs,
+                    on_conflict=on_conflict,
+                    unlink_parent=unlink,
+                    ignored=ignored,
+                ),
+                patience=TRANSCRIPT_WRITE_PATIENCE_S,
+            )
+        except (_Refused, sqlite3.IntegrityError) as exc:
+            result.errors.append(ImportIssue(line, session["id"], str(exc)))
+            return True
+        if outcome == "deferred":
+            return False
+        if outcome == "skipped":
+            result.skipped += 1
+        else:
+            result.imported += outcome == "imported"
+            result.replaced += outcome == "replaced"
+            result.messages += len(msgs)
+            if unlink:
+                result.warnings.append(
+                    f"line {line}: parent session {session['parent_session_id']} of "
+                    f"{session['id']} is not in this store; imported without the link"
+                )
+        if progress is not None:
+            progress(1)
+        return True
+
+    for line, record in _records(source):
+        if isinstance(record, _Bad):
+            result.errors.append(ImportIssue(line, None, record.message))
+            continue
+        try:
+            session, msgs = _validate(record, ignored)
+        except _Invalid as exc:
+            sid = record.get("id") if isinstance(record, Mapping) else None
+            result.errors.append(ImportIssue(line, sid if isinstance(sid, str) else None, str(exc)))
+            continue
+        if not attempt(line, session, msgs, unlink=False):
+            deferred.append((line, session, msgs))
+    # Children whose parent came later in the file: retry while that makes progress.
+    while deferred:
+        waiting = [d for d in deferred if not attempt(*d, unlink=False)]
+        if len(waiting) == len(deferred):
+            for d in waiting:
+                attempt(*d, unlink=True)
+            break
+        deferred = waiting
+    if ignored:
+        result.warnings.append(
+            "fields this store has no column for were ignored: " + ", ".join(sorted(ignored))
+        )
+    return result
