@@ -798,8 +798,9 @@ def recovery_report(report: Any) -> None:
         )
     elif report.partial and report.verified:
         echo(
-            "Some rows could not be read (see above). Re-run with --allow-partial to accept this "
-            "copy, and do not install it unless those losses are acceptable.",
+            f"Some rows could not be read (see above). The partial copy was kept at "
+            f"{report.target}; do not install it unless those losses are acceptable (to accept "
+            "such a copy, run again with --allow-partial and a new --to path).",
             err=True,
         )
 

@@ -1,0 +1,1227 @@
+"""Salvage a damaged store into a new file: copy first, read what can be read, verify, report.
+
+The source is never opened by SQLite: its files are copied into a work directory and only the
+copy is read. The target is a fresh store with the current schema; it is verified and reported,
+never installed in place of the live store.
+
+Reading goes in layers, each used only where the one before failed: whole tables in rowid order;
+around damage, a galloping probe for where range reads work again and then single-rowid reads of
+the damaged span (every rowid when it is narrow, else the rowids the table's indexes and
+sqlite_sequence know of); leaf pages cut off from their b-tree by a damaged interior page are
+read straight from the copy's pages (never freelist pages, so deleted rows stay deleted); an
+unreadable 100-byte header is reconstructed on the copy.
+
+A partial salvage (some rows unreadable) is kept as the target either way, because it is the
+best copy of the data there is and redoing the work would give the same file. Without
+``allow_partial`` such a salvage is not *accepted* (``report.accepted`` is False): the CLI then
+exits 1 and tells the operator not to install it unless the listed losses are acceptable.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import struct
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hermes_state import fts, schema
+from hermes_state.connection import Store, is_open_in_process, open_store
+from hermes_state.errors import HermesStateError, StoreNotFoundError, is_corruption_error
+
+Progress = Callable[[str, int, "int | None"], None]
+
+BUNDLE_SUFFIXES = ("", "-wal", "-shm", "-journal")
+TARGET_SIDECARS = ("-wal", "-shm", "-journal")
+# Copied in this order; delivery_obligations only when the source has it.
+COPY_TABLES = (
+    "sessions",
+    "messages",
+    "session_model_usage",
+    "state_meta",
+    "gateway_routing",
+    "compression_locks",
+    "async_delegations",
+    "delivery_obligations",
+)
+DERIVED_META_PREFIX = "fts_"  # FTS progress/high-water/stale markers are rebuilt, not copied
+CHUNK_ROWS = 2000
+MAX_RANGE_QUERIES = 10_000
+POINT_SPAN = 100_000  # damaged ranges up to this wide are read rowid by rowid
+MAX_POINT_READS = 2_000_000
+MIN_ROWID, MAX_ROWID = -(2**63), 2**63 - 1
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BTREE_PAGE_TYPES = (0x02, 0x05, 0x0A, 0x0D)
+MAX_REJECT_SAMPLES = 20
+PLACEHOLDER_TITLE = "[recovered {n}] session metadata was unreadable"
+
+
+class RecoveryError(HermesStateError):
+    """A recovery that was refused or could not run (nothing was installed)."""
+
+    hint = "Nothing was changed; the source is untouched."
+
+
+@dataclass
+class TableResult:
+    """How one table was copied."""
+
+    name: str
+    source_rows: int | None  # count(*) in the source copy; None when it could not be counted
+    copied: int = 0
+    status: str = "pending"  # copied, empty, partial, unreadable, absent
+    rejected: int = 0  # rows the target's constraints refused
+    from_orphan_pages: int = 0  # rows read from leaf pages cut off from the table's b-tree
+    columns_dropped: list[str] = field(default_factory=list)  # source columns we have no use for
+    errors: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SkippedRange:
+    """A rowid range of a table that could not be read from the source."""
+
+    table: str
+    first_rowid: int
+    last_rowid: int
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return asdict(self)
+
+
+@dataclass
+class Verification:
+    """Checks run on the finished target."""
+
+    integrity: list[str] = field(default_factory=list)
+    foreign_key_violations: int = 0
+    fts_problems: list[str] = field(default_factory=list)
+    fts_checked: bool = False
+    schema_version: int | None = None
+    count_mismatches: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Tell whether every check passed."""
+        return (
+            self.integrity == ["ok"]
+            and self.foreign_key_violations == 0
+            and not self.fts_problems
+            and self.schema_version == schema.SCHEMA_VERSION
+            and not self.count_mismatches
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {**asdict(self), "ok": self.ok}
+
+
+@dataclass
+class RecoveryReport:
+    """What recover() read, copied, skipped and verified."""
+
+    source: str
+    target: str
+    report_path: str
+    allow_partial: bool
+    source_bundle: dict[str, int] = field(default_factory=dict)  # file name -> bytes copied
+    source_fingerprint: dict[str, list[int]] = field(default_factory=dict)  # name -> [size, ns]
+    source_unchanged: bool = True
+    source_readable: bool = True
+    header_rewritten: bool = False  # the copy's unreadable header was reconstructed
+    writable_schema: bool = False  # the source schema was only readable with writable_schema
+    tables: dict[str, TableResult] = field(default_factory=dict)
+    excluded: dict[str, int | None] = field(default_factory=dict)  # ledger table -> source rows
+    not_copied: dict[str, int | None] = field(default_factory=dict)  # unknown source tables
+    skipped_ranges: list[SkippedRange] = field(default_factory=list)
+    placeholder_sessions: int = 0
+    parents_cleared: int = 0
+    range_queries: int = 0
+    verification: Verification = field(default_factory=Verification)
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    installed: bool = False  # the target is never swapped in for the live store
+
+    @property
+    def verified(self) -> bool:
+        """Tell whether the target passed every check."""
+        return self.verification.ok
+
+    @property
+    def partial(self) -> bool:
+        """Tell whether some source data could not be read or kept."""
+        if not self.source_readable or self.skipped_ranges:
+            return True
+        for t in self.tables.values():
+            if t.status in ("partial", "unreadable") or t.rejected:
+                return True
+            if t.source_rows is not None and t.copied < t.source_rows:
+                return True
+        return False
+
+    @property
+    def complete(self) -> bool:
+        """Tell whether everything was copied and the target verified."""
+        return self.verified and not self.partial
+
+    @property
+    def accepted(self) -> bool:
+        """Tell whether the result is a success: complete, or verified with allow_partial."""
+        return self.complete or (self.allow_partial and self.verified)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form written next to the target."""
+        return {
+            "operation": "recover",
+            "source": self.source,
+            "target": self.target,
+            "report_path": self.report_path,
+            "allow_partial": self.allow_partial,
+            "source_bundle": dict(self.source_bundle),
+            "source_fingerprint": {k: list(v) for k, v in self.source_fingerprint.items()},
+            "source_unchanged": self.source_unchanged,
+            "source_readable": self.source_readable,
+            "header_rewritten": self.header_rewritten,
+            "writable_schema": self.writable_schema,
+            "tables": {name: t.to_dict() for name, t in self.tables.items()},
+            "excluded": dict(self.excluded),
+            "not_copied": dict(self.not_copied),
+            "skipped_ranges": [r.to_dict() for r in self.skipped_ranges],
+            "placeholder_sessions": self.placeholder_sessions,
+            "parents_cleared": self.parents_cleared,
+            "range_queries": self.range_queries,
+            "verification": self.verification.to_dict(),
+            "notes": list(self.notes),
+            "duration_s": round(self.duration_s, 3),
+            "complete": self.complete,
+            "partial": self.partial,
+            "verified": self.verified,
+            "accepted": self.accepted,
+            "installed": self.installed,
+        }
+
+
+# --- preflight and the copy of the source bundle -------------------------------------------
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    """Return the path of a store file's sidecar (suffix '-wal', '-shm', ...)."""
+    return Path(str(path) + suffix)
+
+
+def _check_paths(source: Path, target: Path, report_path: Path) -> None:
+    """Refuse a missing source, a target that exists or is the source, an old report."""
+    if not source.exists():
+        raise StoreNotFoundError(f"No store at {source}")
+    if not stat.S_ISREG(os.stat(source).st_mode):
+        raise RecoveryError(f"{source} is not a regular file")
+    real_source = source.resolve()
+    bundle = {_sidecar(real_source, s) for s in BUNDLE_SUFFIXES}
+    if target.resolve() in bundle:
+        raise RecoveryError(
+            f"The target {target} is the source store or one of its files",
+            hint="Recover into a new file, e.g. --to ~/state.recovered.db",
+        )
+    for member in (target, *(_sidecar(target, s) for s in TARGET_SIDECARS)):
+        if os.path.lexists(member):
+            raise RecoveryError(
+                f"{member} already exists; refusing to overwrite it",
+                hint="Pick a target path that does not exist yet.",
+            )
+    if os.path.lexists(report_path):
+        raise RecoveryError(
+            f"The report {report_path} already exists; refusing to overwrite it",
+            hint="Move the old report away or pass another --report path.",
+        )
+    if is_open_in_process(source):
+        # Copying means open()/close() on the files, which would drop this process's locks.
+        raise RecoveryError(
+            f"This process has {source} open; close it before recovering from it",
+        )
+
+
+def _fingerprint(source: Path) -> dict[str, tuple[int, int]]:
+    """Return (size, mtime_ns) of the main file and each sidecar that exists."""
+    out = {}
+    for suffix in BUNDLE_SUFFIXES:
+        member = _sidecar(source, suffix)
+        try:
+            st = os.stat(member)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out[member.name] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _copy_bundle(source: Path, work: Path, report: RecoveryReport) -> Path:
+    """Copy the main file and its sidecars into work; refuse if they changed meanwhile."""
+    before = _fingerprint(source)
+    vanished = False
+    for name in before:
+        try:
+            shutil.copyfile(source.parent / name, work / name)
+        except FileNotFoundError:
+            vanished = True  # a sidecar removed by its last connection closing
+            break
+        report.source_bundle[name] = os.stat(work / name).st_size
+    after = _fingerprint(source)
+    sizes = [report.source_bundle.get(n) == before[n][0] for n in before]
+    if vanished or after != before or not all(sizes):
+        report.source_unchanged = False
+        raise RecoveryError(
+            f"{source.name} changed while it was being copied (a process is writing it)",
+            hint="Stop the gateway or other writers and retry.",
+        )
+    report.source_fingerprint = {k: list(v) for k, v in before.items()}
+    return work / source.name
+
+
+# --- reading the copy ------------------------------------------------------------------------
+
+
+class _Budget:
+    """Caps the range queries and single-row reads one salvage may spend."""
+
+    def __init__(self, queries: int = MAX_RANGE_QUERIES, points: int = MAX_POINT_READS) -> None:
+        self.queries = queries
+        self.points = points
+
+    def spend(self) -> bool:
+        """Take one range query from the budget; False once it is used up."""
+        self.queries -= 1
+        return self.queries >= 0
+
+    def spend_points(self, n: int) -> bool:
+        """Take n single-row reads from the budget if that many are left."""
+        if n > self.points:
+            return False
+        self.points -= n
+        return True
+
+
+def _open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
+    """Open the work copy for reading, repairing what stands in the way of reading it."""
+    conn = _connect_copy(path, report)
+    if conn is None and _rewrite_header(path):
+        report.header_rewritten = True
+        report.notes.append(
+            "the database header was unreadable; the copy got a reconstructed header "
+            "(freelist unknown, so leaf pages cut off from their b-trees are not salvaged)"
+        )
+        conn = _connect_copy(path, report)
+    if conn is None:
+        report.source_readable = False
+    return conn
+
+
+def _connect_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
+    """Connect to the work copy and read its schema (writable_schema if needed)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    # Damaged text must not hide the rest of its row: undecodable bytes become U+FFFD.
+    conn.text_factory = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
+    try:
+        # Fold the copied WAL into the copy's main file so the page-level salvage reads the
+        # committed content (this writes only the private copy).
+        with contextlib.suppress(sqlite3.DatabaseError):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        conn.execute("PRAGMA query_only=ON")
+        try:
+            conn.execute("SELECT name FROM sqlite_master").fetchall()
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc).lower():
+                raise
+            report.notes.append(f"schema unreadable ({exc}); read again with writable_schema=ON")
+            conn.execute("PRAGMA writable_schema=ON")
+            report.writable_schema = True
+            conn.execute("SELECT name FROM sqlite_master").fetchall()
+        return conn
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        report.notes.append(f"the source copy cannot be read as an SQLite database: {exc}")
+        return None
+
+
+def _looks_like_btree_page(data: bytes, base: int = 0) -> bool:
+    """Tell whether a page (header at base) looks like a b-tree page."""
+    if len(data) < base + 8 or data[base] not in BTREE_PAGE_TYPES:
+        return False
+    cells = int.from_bytes(data[base + 3 : base + 5], "big")
+    content = int.from_bytes(data[base + 5 : base + 7], "big") or 65536
+    return cells * 2 + base + 8 <= len(data) and base < content <= len(data)
+
+
+def _rewrite_header(path: Path) -> bool:
+    """Give the private copy a plausible 100-byte header when its own is unreadable."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)  # the work copy: nobody else has it open
+    try:
+        size = os.fstat(fd).st_size
+        if os.pread(fd, 16, 0) == SQLITE_MAGIC:
+            return False  # the header is fine; the damage is elsewhere
+        for page_size in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
+            if size < 2 * page_size or size % page_size:
+                continue
+            if not _looks_like_btree_page(os.pread(fd, page_size, 0), 100):
+                continue
+            pages = size // page_size
+            sample = [os.pread(fd, page_size, n * page_size) for n in range(1, min(pages, 17))]
+            if sum(_looks_like_btree_page(p) for p in sample) < min(3, len(sample)):
+                continue
+            wal = os.path.exists(str(path) + "-wal")
+            header = bytearray(100)
+            header[0:16] = SQLITE_MAGIC
+            header[16:18] = (1 if page_size == 65536 else page_size).to_bytes(2, "big")
+            header[18] = header[19] = 2 if wal else 1
+            header[21:24] = bytes((64, 32, 32))
+            header[24:28] = (1).to_bytes(4, "big")
+            header[28:32] = pages.to_bytes(4, "big")
+            header[40:44] = (1).to_bytes(4, "big")
+            header[44:48] = (4).to_bytes(4, "big")
+            header[56:60] = (1).to_bytes(4, "big")
+            header[92:96] = (1).to_bytes(4, "big")
+            header[96:100] = (3040001).to_bytes(4, "big")
+            os.pwrite(fd, bytes(header), 0)
+            return True
+        return False
+    finally:
+        os.close(fd)
+
+
+def _source_tables(conn: sqlite3.Connection) -> dict[str, str]:
+    """Return {table name: create sql} of the source, best effort."""
+    try:
+        rows = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.DatabaseError:
+        return {}
+    return {name: sql or "" for name, sql in rows}
+
+
+def _is_derived(name: str, tables: dict[str, str]) -> bool:
+    """Tell whether a table is an FTS index, an FTS shadow table or SQLite's own."""
+    if name.startswith("sqlite_") or name == "schema_version":
+        return True
+    virtual = [n for n, sql in tables.items() if sql.upper().startswith("CREATE VIRTUAL TABLE")]
+    return name in virtual or any(name.startswith(v + "_") for v in virtual)
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int | None:
+    # state_meta's FTS markers are not copied, so they are not counted as source rows either.
+    """Count a source table's rows (None when even that cannot be read)."""
+    where = " WHERE key NOT LIKE 'fts\\_%' ESCAPE '\\'" if table == "state_meta" else ""
+    try:
+        return int(conn.execute(f'SELECT count(*) FROM "{table}"{where}').fetchone()[0])
+    except sqlite3.DatabaseError:
+        return None
+
+
+def _bounds(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
+    """Return (min, max) rowid, falling back to the full range when the ends are unreadable."""
+    lo, hi = MIN_ROWID, MAX_ROWID
+    try:
+        row = conn.execute(f'SELECT min(rowid) FROM "{table}"').fetchone()
+        if row[0] is None:
+            return None  # empty (or the first leaf is unreadable; max() tells which)
+        lo = int(row[0])
+    except sqlite3.DatabaseError:
+        pass
+    try:
+        row = conn.execute(f'SELECT max(rowid) FROM "{table}"').fetchone()
+        if row[0] is not None:
+            hi = int(row[0])
+    except sqlite3.DatabaseError:
+        pass
+    return lo, hi
+
+
+class _TableCopier:
+    """Copies one table from the work copy into the target, salvaging around damage."""
+
+    def __init__(
+        self,
+        src: sqlite3.Connection,
+        store: Store,
+        result: TableResult,
+        columns: Sequence[str],
+        report: RecoveryReport,
+        budget: _Budget,
+        progress: Progress | None,
+    ) -> None:
+        self.src = src
+        self.store = store
+        self.result = result
+        self.table = result.name
+        self.columns = list(columns)
+        self.report = report
+        self.budget = budget
+        self.progress = progress
+        quoted = ", ".join(f'"{c}"' for c in self.columns)
+        self.select = f'SELECT rowid, {quoted} FROM "{self.table}"'
+        verb = "INSERT OR REPLACE" if self.table == "state_meta" else "INSERT"
+        marks = ", ".join("?" for _ in self.columns)
+        self.insert = f'{verb} INTO "{self.table}" ({quoted}) VALUES ({marks})'
+        self.meta_key = self.columns.index("key") if self.table == "state_meta" else None
+        self.index_rowids: list[int] | None = None
+        self.meta_keys: set[str] = set()
+        self.title_pos = (
+            self.columns.index("title")
+            if self.table == "sessions" and "title" in self.columns
+            else None
+        )
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _keep(self, row: tuple) -> bool:
+        """Tell whether a row is copied (state_meta's derived FTS keys are not)."""
+        if self.meta_key is None:
+            return True
+        key = row[self.meta_key]
+        return not (isinstance(key, str) and key.startswith(DERIVED_META_PREFIX))
+
+    def flush(self, rows: list[tuple]) -> None:
+        """Write rows (without their leading rowid) into the target in one transaction."""
+        values = [r[1:] for r in rows if self._keep(r[1:])]
+        if not values:
+            return
+        try:
+            self.store.write(lambda conn: conn.executemany(self.insert, values))
+            kept = values
+        except sqlite3.IntegrityError:
+            # The result is applied only after the commit: store.write may replay fn.
+            kept, rejected, errors = self.store.write(lambda c: self._insert_one_by_one(c, values))
+            self.result.rejected += rejected
+            room = max(0, MAX_REJECT_SAMPLES - len(self.result.errors))
+            self.result.errors.extend(errors[:room])
+        self.result.copied += len(kept)
+        if self.meta_key is not None:
+            self.meta_keys.update(v[self.meta_key] for v in kept)
+        if self.progress is not None:
+            self.progress(self.table, self.result.copied, self.result.source_rows)
+
+    def _insert_one_by_one(
+        self, conn: sqlite3.Connection, values: list[tuple]
+    ) -> tuple[list[tuple], int, list[str]]:
+        """Insert rows one at a time; return (rows kept, rows rejected, error texts)."""
+        kept: list[tuple] = []
+        rejected = 0
+        errors: list[str] = []
+        for value in values:
+            try:
+                conn.execute(self.insert, value)
+                kept.append(value)
+                continue
+            except sqlite3.IntegrityError as exc:
+                error = str(exc)
+            if self.title_pos is not None and "sessions.title" in error:
+                # A duplicate title must not cost the session: keep the row, drop the title.
+                retitled = list(value)
+                retitled[self.title_pos] = None
+                try:
+                    conn.execute(self.insert, retitled)
+                    kept.append(tuple(retitled))
+                    errors.append(f"title {value[self.title_pos]!r} cleared: {error}")
+                    continue
+                except sqlite3.IntegrityError as exc:
+                    error = str(exc)
+            rejected += 1
+            errors.append(f"row rejected: {error}")
+        return kept, rejected, errors
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Copy the whole table, reading around rowid ranges that cannot be read."""
+        bounds = _bounds(self.src, self.table)
+        if bounds is None:
+            return  # empty table
+        lo, hi = bounds
+        pos: int | None = lo
+        while pos is not None and pos <= hi:
+            restart, error = self._scan(pos, hi)
+            if error is None:
+                break
+            resume = self._next_readable(restart, hi)
+            self._read_points(restart, hi if resume is None else resume - 1, error)
+            pos = resume
+
+    def _scan(self, pos: int, hi: int) -> tuple[int, str | None]:
+        """Copy rows from pos to hi; return (the rowid after the last good row, error or None)."""
+        self.report.range_queries += 1
+        batch: list[tuple] = []
+        restart = pos
+        error = None
+        try:
+            cur = self.src.execute(
+                f"{self.select} WHERE rowid >= ? AND rowid <= ? ORDER BY rowid", (pos, hi)
+            )
+            for row in cur:
+                batch.append(row)
+                restart = row[0] + 1
+                if len(batch) >= CHUNK_ROWS:
+                    self.flush(batch)
+                    batch = []
+        except sqlite3.DatabaseError as exc:
+            # The cursor reads one row ahead, so the row before the damage is lost here too;
+            # the point reads of the damaged range pick it up again.
+            error = str(exc)
+        self.flush(batch)
+        return restart, error
+
+    def _probe(self, pos: int, hi: int) -> bool:
+        """Tell whether the first row at or after pos (up to hi) reads cleanly (or none exists)."""
+        self.report.range_queries += 1
+        try:
+            self.src.execute(
+                f"{self.select} WHERE rowid >= ? AND rowid <= ? ORDER BY rowid LIMIT 1", (pos, hi)
+            ).fetchall()
+            return True
+        except sqlite3.DatabaseError:
+            return False
+
+    def _next_readable(self, start: int, hi: int) -> int | None:
+        """Find a rowid after start from which range reads work again (None: none up to hi)."""
+        failed = start  # a range read from start just failed
+        step = 1
+        while True:
+            if not self.budget.spend():
+                self.result.errors.append("range-query budget exhausted; rest of table skipped")
+                return None
+            probe = min(failed + step, hi)
+            if probe <= failed:
+                return None
+            if self._probe(probe, hi):
+                good = probe
+                break
+            if probe == hi:
+                return None
+            failed = probe
+            step *= 2
+        # Narrow the edge; readable islands skipped by the gallop are found by the point reads.
+        while good - failed > 1:
+            if not self.budget.spend():
+                break
+            mid = (failed + good) // 2
+            if self._probe(mid, hi):
+                good = mid
+            else:
+                failed = mid
+        return good
+
+    def _candidates(self, first: int, last: int) -> list[int] | None:
+        """Return the rowids to read one by one in [first, last]; None when none can be named."""
+        width = last - first + 1
+        if width <= POINT_SPAN and self.budget.spend_points(width):
+            return list(range(first, last + 1))
+        # Too wide to try every rowid: ask the table's indexes which rowids exist there.
+        wanted = [r for r in self._index_rowids() if first <= r <= last]
+        if not wanted or not self.budget.spend_points(len(wanted)):
+            return None
+        return wanted
+
+    def _index_rowids(self) -> list[int]:
+        """Return every rowid the table's indexes still list (read without the table pages)."""
+        if self.index_rowids is not None:
+            return self.index_rowids
+        found: set[int] = set()
+        try:
+            indexes = [r[1] for r in self.src.execute(f'PRAGMA index_list("{self.table}")')]
+        except sqlite3.DatabaseError:
+            indexes = []
+        for index in indexes:
+            try:
+                first_col = self.src.execute(f'PRAGMA index_info("{index}")').fetchone()[2]
+            except (sqlite3.DatabaseError, TypeError):
+                continue
+            if first_col is None:
+                continue  # an expression index cannot be ordered by a column name
+            # Both directions: a damaged index page cuts one scan, the other reaches past it.
+            for order in ("ASC", "DESC"):
+                self.report.range_queries += 1
+                try:
+                    for (rowid,) in self.src.execute(
+                        f'SELECT rowid FROM "{self.table}" INDEXED BY "{index}" '
+                        f'ORDER BY "{first_col}" {order}'
+                    ):
+                        found.add(rowid)
+                except sqlite3.DatabaseError:
+                    pass
+        self.index_rowids = sorted(found)
+        return self.index_rowids
+
+    def _known_span(self) -> tuple[int, int] | None:
+        """Return the lowest and highest rowid the indexes and sqlite_sequence know of."""
+        known = self._index_rowids()
+        lo = known[0] if known else None
+        hi = known[-1] if known else None
+        try:
+            row = self.src.execute(
+                "SELECT seq FROM sqlite_sequence WHERE name = ?", (self.table,)
+            ).fetchone()
+        except sqlite3.DatabaseError:
+            row = None
+        if row is not None and row[0] is not None:
+            hi = int(row[0]) if hi is None else max(hi, int(row[0]))
+            lo = 1 if lo is None else min(lo, 1)  # AUTOINCREMENT hands out rowids from 1
+        return None if lo is None or hi is None else (lo, hi)
+
+    def _read_points(self, first: int, last: int, error: str) -> None:
+        """Read the rows of a damaged range one rowid at a time; record what stays unreadable."""
+        if last - first + 1 > POINT_SPAN:
+            # An open-ended range (min() or max() unreadable): read densely only where rowids
+            # are known to have been handed out, and report the rest as unreadable.
+            span = self._known_span()
+            if span is not None and span[0] <= last and span[1] >= first:
+                lo, hi = max(first, span[0]), min(last, span[1])
+                if (lo, hi) != (first, last):
+                    # No index, sequence or readable page knows of rowids out there; a row
+                    # that still hides there shows up as source_rows > copied.
+                    self.report.notes.append(
+                        f"{self.table}: rowids outside {lo}..{hi} were not probed one by one"
+                    )
+                first, last = lo, hi
+        candidates = self._candidates(first, last)
+        if candidates is None:
+            self.report.skipped_ranges.append(SkippedRange(self.table, first, last, error))
+            return
+        query = f"{self.select} WHERE rowid = ?"
+        batch: list[tuple] = []
+        run: list[int] = []  # consecutive unreadable rowids
+        run_error = error
+        for rowid in candidates:
+            try:
+                row = self.src.execute(query, (rowid,)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                if not run:
+                    run_error = str(exc)
+                run.append(rowid)
+                continue
+            if run:
+                self._skip(run, run_error)
+                run = []
+            if row is not None:
+                batch.append(row)
+                if len(batch) >= CHUNK_ROWS:
+                    self.flush(batch)
+                    batch = []
+        if run:
+            self._skip(run, run_error)
+        self.flush(batch)
+
+    def _skip(self, run: list[int], error: str) -> None:
+        """Record a run of unreadable rowids as one skipped range."""
+        self.report.skipped_ranges.append(SkippedRange(self.table, run[0], run[-1], error))
+
+
+# --- page-level salvage ----------------------------------------------------------------------
+# A damaged interior page cuts its whole subtree off the table's b-tree although the leaf pages
+# below it are intact. Those rows are read here straight from the pages of the work copy: table
+# leaf pages that no b-tree reaches and that are not on the freelist (so deleted rows never come
+# back), assigned to a damaged table by rowid (inside one of its skipped ranges) and shape.
+
+LEAF_TABLE, INTERIOR_TABLE, LEAF_INDEX, INTERIOR_INDEX = 0x0D, 0x05, 0x0A, 0x02
+LOCK_BYTE_OFFSET = 0x40000000
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode an SQLite varint at pos; return (value, next position)."""
+    value = 0
+    for i in range(8):
+        byte = buf[pos + i]
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value, pos + i + 1
+    return (value << 8) | buf[pos + 8], pos + 9
+
+
+def _signed(value: int) -> int:
+    """Turn a 64-bit varint into the signed rowid it stores."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+class _Pages:
+    """Raw pages of the private work copy (never of a live store)."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd = fd
+        header = os.pread(fd, 100, 0)
+        raw_size = int.from_bytes(header[16:18], "big")
+        self.page_size = 65536 if raw_size == 1 else raw_size
+        if self.page_size < 512 or self.page_size & (self.page_size - 1):
+            raise ValueError("implausible page size")
+        self.usable = self.page_size - header[20]
+        self.count = size // self.page_size
+        self.freelist_trunk = int.from_bytes(header[32:36], "big")
+        self.encoding = {2: "utf-16-le", 3: "utf-16-be"}.get(
+            int.from_bytes(header[56:60], "big"), "utf-8"
+        )
+        self.lock_page = LOCK_BYTE_OFFSET // self.page_size + 1
+
+    def read(self, page: int) -> bytes:
+        """Return one page (empty for page numbers outside the file)."""
+        if not 1 <= page <= self.count:
+            return b""
+        return os.pread(self.fd, self.page_size, (page - 1) * self.page_size)
+
+    def freelist(self) -> set[int]:
+        """Return every page on the freelist (trunks and leaves)."""
+        found: set[int] = set()
+        trunk = self.freelist_trunk
+        while trunk and trunk not in found and trunk <= self.count:
+            found.add(trunk)
+            data = self.read(trunk)
+            n = int.from_bytes(data[4:8], "big")
+            for i in range(min(n, (self.usable - 8) // 4)):
+                found.add(int.from_bytes(data[8 + 4 * i : 12 + 4 * i], "big"))
+            trunk = int.from_bytes(data[0:4], "big")
+        return found
+
+    def reachable(self, roots: set[int]) -> set[int]:
+        """Return the b-tree pages reachable from the roots (descent stops at damaged pages)."""
+        seen: set[int] = set()
+        stack = sorted(roots)
+        while stack:
+            page = stack.pop()
+            if page in seen or not 1 <= page <= self.count:
+                continue
+            seen.add(page)
+            data = self.read(page)
+            base = 100 if page == 1 else 0
+            kind = data[base] if len(data) > base else 0
+            if kind not in (INTERIOR_TABLE, INTERIOR_INDEX):
+                continue
+            cells = int.from_bytes(data[base + 3 : base + 5], "big")
+            stack.append(int.from_bytes(data[base + 8 : base + 12], "big"))
+            for i in range(cells):
+                off = int.from_bytes(data[base + 12 + 2 * i : base + 14 + 2 * i], "big")
+                if off + 4 <= len(data):
+                    stack.append(int.from_bytes(data[off : off + 4], "big"))
+        return seen
+
+    def _payload(self, data: bytes, pos: int, size: int) -> bytes:
+        """Return a cell's payload, following its overflow chain."""
+        max_local = self.usable - 35
+        if size <= max_local:
+            return data[pos : pos + size]
+        min_local = (self.usable - 12) * 32 // 255 - 23
+        local = min_local + (size - min_local) % (self.usable - 4)
+        if local > max_local:
+            local = min_local
+        out = bytearray(data[pos : pos + local])
+        page = int.from_bytes(data[pos + local : pos + local + 4], "big")
+        seen: set[int] = set()
+        while page and len(out) < size:
+            if page in seen or not 1 <= page <= self.count:
+                raise ValueError("broken overflow chain")
+            seen.add(page)
+            chunk = self.read(page)
+            out += chunk[4 : self.usable]
+            page = int.from_bytes(chunk[0:4], "big")
+        if len(out) < size:
+            raise ValueError("short overflow chain")
+        return bytes(out[:size])
+
+    def _record(self, payload: bytes) -> list[Any]:
+        """Decode a record into its field values."""
+        header_size, pos = _varint(payload, 0)
+        types = []
+        while pos < header_size:
+            serial, pos = _varint(payload, pos)
+            types.append(serial)
+        body = header_size
+        fields: list[Any] = []
+        widths = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
+        for serial in types:
+            if serial == 0:
+                fields.append(None)
+            elif serial in widths:
+                n = widths[serial]
+                fields.append(int.from_bytes(payload[body : body + n], "big", signed=True))
+                body += n
+            elif serial == 7:
+                fields.append(struct.unpack(">d", payload[body : body + 8])[0])
+                body += 8
+            elif serial in (8, 9):
+                fields.append(serial - 8)
+            elif serial >= 12:
+                n = (serial - 12) // 2
+                raw = payload[body : body + n]
+                fields.append(raw.decode(self.encoding, "replace") if serial % 2 else raw)
+                body += n
+            else:
+                raise ValueError("reserved serial type")
+        if body > len(payload):
+            raise ValueError("record runs past its payload")
+        return fields
+
+    def orphan_rows(self, roots: set[int]) -> Iterator[tuple[int, list[Any]]]:
+        """Yield (rowid, fields) of every row on a table leaf page that no b-tree reaches."""
+        skip = self.reachable(roots) | self.freelist() | {1, self.lock_page}
+        for page in range(2, self.count + 1):
+            if page in skip:
+                continue
+            data = self.read(page)
+            if not data or data[0] != LEAF_TABLE:
+                continue
+            cells = int.from_bytes(data[3:5], "big")
+            if not 0 < cells <= (self.usable - 8) // 4:
+                continue
+            for i in range(cells):
+                try:
+                    off = int.from_bytes(data[8 + 2 * i : 10 + 2 * i], "big")
+                    size, pos = _varint(data, off)
+                    rowid, pos = _varint(data, pos)
+                    fields = self._record(self._payload(data, pos, size))
+                except (ValueError, IndexError, struct.error):
+                    continue  # a damaged cell: the others on the page may still be fine
+                yield _signed(rowid), fields
+
+
+# --- the target ------------------------------------------------------------------------------
+
+
+def _reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Give orphaned messages/usage a placeholder session; clear dangling parents."""
+    orphans: dict[str, tuple[float | None, int]] = {}
+    for sid, first, n in conn.execute(
+        "SELECT m.session_id, MIN(m.timestamp), COUNT(*) FROM messages m "
+        "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = m.session_id) "
+        "GROUP BY m.session_id"
+    ):
+        orphans[sid] = (first, n)
+    for sid, first in conn.execute(
+        "SELECT u.session_id, MIN(u.first_seen) FROM session_model_usage u "
+        "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = u.session_id) "
+        "GROUP BY u.session_id"
+    ):
+        orphans.setdefault(sid, (first, 0))
+    n = 0
+    for sid in sorted(orphans, key=str):
+        first, count = orphans[sid]
+        while True:
+            n += 1
+            title = PLACEHOLDER_TITLE.format(n=n)
+            taken = conn.execute("SELECT 1 FROM sessions WHERE title = ?", (title,)).fetchone()
+            if taken is None:
+                break
+        conn.execute(
+            "INSERT INTO sessions (id, source, started_at, title, message_count) "
+            "VALUES (?, 'recovered', ?, ?, ?)",
+            (sid, first if first is not None else time.time(), title, count),
+        )
+    cleared = conn.execute(
+        "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IS NOT NULL "
+        "AND parent_session_id NOT IN (SELECT id FROM sessions)"
+    ).rowcount
+    return len(orphans), cleared
+
+
+def _pause_fts_triggers(store: Store) -> bool:
+    """Gate the FTS insert triggers off for the bulk copy (the rebuild indexes every row once)."""
+    high_water = getattr(fts, "HIGH_WATER_KEY", None)
+    progress_key = getattr(fts, "PROGRESS_KEY", None)
+    if high_water is None or progress_key is None or getattr(fts, "rebuild_all", None) is None:
+        return False
+    # The triggers index a row only if id > high water OR id <= progress (SPEC section 5).
+    store.write(
+        lambda conn: conn.executemany(
+            "INSERT OR REPLACE INTO state_meta(key, value) VALUES (?, ?)",
+            [(high_water, str(MAX_ROWID)), (progress_key, str(MIN_ROWID))],
+        )
+    )
+    return True
+
+
+def _rebuild_fts(store: Store, report: RecoveryReport) -> None:
+    """Rebuild every FTS index of the target in one write transaction."""
+    rebuild = getattr(fts, "rebuild_all", None)
+    if rebuild is None:
+        report.notes.append("this build has no fts.rebuild_all; FTS left as the triggers built it")
+        return
+    # A full rebuild replaces whatever the insert triggers indexed: every row exactly once.
+    store.write(rebuild)
+
+
+def _verify(store: Store, report: RecoveryReport, meta_keys: set[str]) -> Verification:
+    """Check the finished target: integrity, foreign keys, FTS, schema version, counts."""
+    conn = store.conn
+    v = Verification()
+    v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+    v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
+    check = getattr(fts, "integrity_check", None)
+    if check is not None:
+        v.fts_checked = True
+        v.fts_problems = [str(p) for p in check(conn)]
+    v.schema_version = schema.stored_version(conn)
+    for name, t in report.tables.items():
+        if t.status == "absent":
+            continue
+        if name == "state_meta":
+            # The fresh schema writes keys of its own; count only the keys that were copied.
+            have = sum(1 for (k,) in conn.execute("SELECT key FROM state_meta") if k in meta_keys)
+        else:
+            have = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+        want = t.copied + (report.placeholder_sessions if name == "sessions" else 0)
+        if have != want:
+            v.count_mismatches.append(f"{name}: target has {have} rows, expected {want}")
+    return v
+
+
+def _write_report(report: RecoveryReport, path: Path) -> None:
+    """Write the report as JSON, refusing to overwrite an existing file."""
+    data = json.dumps(report.to_dict(), indent=2, ensure_ascii=False).encode() + b"\n"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _table_status(result: TableResult, report: RecoveryReport) -> str:
+    """Name how a table came through: copied, empty, partial or unreadable."""
+    skipped = any(r.table == result.name for r in report.skipped_ranges)
+    if skipped or result.rejected:
+        return "partial" if result.copied else "unreadable"
+    if result.source_rows is not None and result.copied < result.source_rows:
+        return "partial"
+    return "copied" if result.copied else "empty"
+
+
+def _copy_all(
+    src: sqlite3.Connection,
+    copy: Path,
+    store: Store,
+    report: RecoveryReport,
+    progress: Progress | None,
+) -> set[str]:
+    """Copy every table we keep; return the state_meta keys copied."""
+    meta_keys: set[str] = set()
+    tables = _source_tables(src)
+    budget = _Budget()
+    for name in schema.LEDGER_TABLES:
+        report.excluded[name] = _count(src, name) if name in tables else None
+    for name in sorted(tables):
+        if name in COPY_TABLES or name in schema.LEDGER_TABLES or _is_derived(name, tables):
+            continue
+        report.not_copied[name] = _count(src, name)
+    damaged: list[tuple[_TableCopier, list[tuple]]] = []
+    for name in COPY_TABLES:
+        if name not in tables:
+            if name != "delivery_obligations":
+                report.tables[name] = TableResult(name, None, status="absent")
+            continue
+        result = TableResult(name, _count(src, name))
+        report.tables[name] = result
+        if name == "delivery_obligations":
+            store.write(schema.ensure_delivery_obligations)
+            store.forget_columns()
+        src_info = _source_info(src, name)
+        src_cols = [r[1] for r in src_info]
+        target_cols = store.columns(name)
+        cols = [c for c in target_cols if c in src_cols]
+        result.columns_dropped = [c for c in src_cols if c not in target_cols]
+        if not cols:
+            result.status = "unreadable"
+            result.errors.append("the source table's columns could not be read")
+            continue
+        skipped_before = len(report.skipped_ranges)
+        copier = _TableCopier(src, store, result, cols, report, budget, progress)
+        copier.run()
+        meta_keys |= copier.meta_keys
+        if len(report.skipped_ranges) > skipped_before:
+            damaged.append((copier, src_info))
+    if damaged and not report.header_rewritten:
+        _salvage_orphan_pages(src, copy, damaged, report)
+    report.skipped_ranges.sort(key=lambda r: (COPY_TABLES.index(r.table), r.first_rowid))
+    for result in report.tables.values():
+        if result.status == "pending":
+            result.status = _table_status(result, report)
+    return meta_keys
+
+
+def _source_info(conn: sqlite3.Connection, table: str) -> list[tuple]:
+    """Return PRAGMA table_info rows of a source table (empty when unreadable)."""
+    try:
+        return [tuple(r) for r in conn.execute(f'PRAGMA table_info("{table}")')]
+    except sqlite3.DatabaseError:
+        return []
+
+
+def _defaults(info: list[tuple]) -> list[Any]:
+    """Evaluate each column's declared default (for records written before a column existed)."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        out = []
+        for row in info:
+            dflt = row[4]
+            try:
+                out.append(None if dflt is None else mem.execute(f"SELECT {dflt}").fetchone()[0])
+            except sqlite3.Error:
+                out.append(None)
+        return out
+    finally:
+        mem.close()
+
+
+def _salvage_orphan_pages(
+    src: sqlite3.Connection,
+    copy: Path,
+    damaged: list[tuple[_TableCopier, list[tuple]]],
+    report: RecoveryReport,
+) -> None:
+    """Read rows of damaged tables from leaf pages their b-trees no longer reach."""
+    try:
+        roots = {int(r[0]) for r in src.execute("SELECT rootpage FROM sqlite_master") if r[0]}
+        roots.add(1)  # sqlite_master's own b-tree
+    except sqlite3.DatabaseError as exc:
+        report.notes.append(f"page-level salvage skipped: root pages unreadable ({exc})")
+        return
+    ranges: dict[str, list[SkippedRange]] = {}
+    for r in report.skipped_ranges:
+        ranges.setdefault(r.table, []).append(r)
+    shapes = []
+    for copier, info in damaged:
+        cols = [r[1] for r in info]
+        pks = [r for r in info if r[5]]
+        alias = (
+            cols.index(pks[0][1]) if len(pks) == 1 and str(pks[0][2]).upper() == "INTEGER" else None
+        )
+        positions = [cols.index(c) for c in copier.columns]
+        # A row of this table has at least every NOT NULL column without a default.
+        required = [i for i, r in enumerate(info) if r[3] and r[4] is None and i != alias]
+        shapes.append((copier, len(cols), alias, positions, _defaults(info), required))
+    found: dict[str, dict[int, tuple]] = {copier.table: {} for copier, *_ in shapes}
+    fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy: no live locks to lose
+    try:
+        pages = _Pages(fd, os.fstat(fd).st_size)
+        for rowid, fields in pages.orphan_rows(roots):
+            fits = [
+                shape
+                for shape in shapes
+                if len(fields) <= shape[1]
+                and all(i < len(fields) and fields[i] is not None for i in shape[5])
+                and any(r.first_rowid <= rowid <= r.last_rowid for r in ranges[shape[0].table])
+            ]
+            if len(fits) > 1:
+                fits = [shape for shape in fits if len(fields) == shape[1]]
+            if len(fits) != 1:
+                continue  # no damaged table, or more than one, could own this row
+            copier, ncols, alias, positions, defaults, _required = fits[0]
+            full = fields + defaults[len(fields) : ncols]
+            if alias is not None:
+                full[alias] = rowid
+            found[copier.table][rowid] = (rowid, *(full[i] for i in positions))
+    except (OSError, ValueError) as exc:
+        report.notes.append(f"page-level salvage stopped: {exc}")
+    finally:
+        os.close(fd)
+    for copier, *_ in shapes:
+        rows = [found[copier.table][k] for k in sorted(found[copier.table])]
+        for i in range(0, len(rows), CHUNK_ROWS):
+            copier.flush(rows[i : i + CHUNK_ROWS])
+        copier.result.from_orphan_pages = len(rows)
+        if rows:
+            report.notes.append(
+                f"{copier.table}: {len(rows)} rows read from leaf pages cut off from its b-tree"
+            )
+        _subtract_rowids(report, copier.table, sorted(found[copier.table]))
+
+
+def _subtract_rowids(report: RecoveryReport, table: str, rowids: list[int]) -> None:
+    """Remove salvaged rowids from a table's skipped ranges."""
+    if not rowids:
+        return
+    out: list[SkippedRange] = []
+    for r in report.skipped_ranges:
+        if r.table != table:
+            out.append(r)
+            continue
+        start = r.first_rowid
+        lo = bisect.bisect_left(rowids, r.first_rowid)
+        hi = bisect.bisect_right(rowids, r.last_rowid)
+        for rowid in rowids[lo:hi]:
+            if rowid > start:
+                out.append(SkippedRange(table, start, rowid - 1, r.error))
+            start = rowid + 1
+        if start <= r.last_rowid:
+            out.append(SkippedRange(table, start, r.last_rowid, r.error))
+    report.skipped_ranges = out
+
+
+def _remove_target(target: Path) -> None:
+    """Delete a target this recovery created and could not finish (with its sidecars)."""
+    for member in (target, *(_sidecar(target, s) for s in TARGET_SIDECARS)):
+        with contextlib.suppress(FileNotFoundError):
+            member.unlink()
+
+
+def recover(
+    source: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    allow_partial: bool = False,
+    report_path: str | os.PathLike[str] | None = None,
+    progress: Progress | None = None,
+) -> RecoveryReport:
+    """Salvage every readable row of the store at source into a new verified store at target."""
+    started = time.monotonic()
+    source = Path(source).expanduser().absolute()
+    target = Path(target).expanduser().absolute()
+    report_file = (
+        Path(report_path).expanduser().absolute()
+        if report_path is not None
+        else Path(str(target) + ".recovery.json")
+    )
+    _check_paths(source, target, report_file)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    report = RecoveryReport(
+        source=str(source),
+        target=str(target),
+        report_path=str(report_file),
+        allow_partial=allow_partial,
+    )
+    work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=target.parent))
+    src: sqlite3.Connection | None = None
+    try:
+        copy = _copy_bundle(source, work, report)
+        src = _open_copy(copy, report)
+        store = open_store(target)
+        try:
+            meta_keys: set[str] = set()
+            store.conn.execute("PRAGMA foreign_keys=OFF")  # rows arrive parents-last
+            _pause_fts_triggers(store)
+            if src is not None:
+                meta_keys = _copy_all(src, copy, store, report, progress)
+            report.placeholder_sessions, report.parents_cleared = store.write(_reconcile_orphans)
+            store.conn.execute("PRAGMA foreign_keys=ON")
+            _rebuild_fts(store, report)
+            report.verification = _verify(store, report, meta_keys)
+        except BaseException:
+            store.close()
+            _remove_target(target)  # half-made and unreported: free the path for a retry
+            raise
+        store.close()
+    except sqlite3.DatabaseError as exc:
+        if is_corruption_error(exc):
+            raise RecoveryError(f"Recovery stopped on unreadable data: {exc}") from exc
+        raise
+    finally:
+        if src is not None:
+            src.close()
+        shutil.rmtree(work, ignore_errors=True)
+    report.duration_s = time.monotonic() - started
+    _write_report(report, report_file)
+    return report

@@ -1,0 +1,414 @@
+"""Recover: copy-first salvage of a (possibly damaged) store into a new verified store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import damage
+import pytest
+
+from hermes_state import schema
+from hermes_state.connection import open_store
+from hermes_state.errors import StoreNotFoundError
+from hermes_state.recover import PLACEHOLDER_TITLE, RecoveryError, recover
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def rows(db: Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Run a query on a healthy store file read-only and return its rows."""
+    conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def raw_sql(db: Path, *statements: str) -> None:
+    """Run statements on a store with plain sqlite3 and foreign keys off (test set-up)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys=OFF")
+        for sql in statements:
+            conn.execute(sql)
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    """A healthy store with 4 sessions x 50 messages and usage rows."""
+    db = tmp_path / "src" / "state.db"
+    db.parent.mkdir()
+    damage.populate_store(db, sessions_n=4, messages_per_session=50, content_size=200)
+    return db
+
+
+@pytest.fixture
+def big_source(tmp_path: Path) -> Path:
+    """A store whose messages span many leaf pages (for damage in the middle)."""
+    db = tmp_path / "src" / "state.db"
+    db.parent.mkdir()
+    damage.populate_store(db, sessions_n=10, messages_per_session=200, content_size=300)
+    return db
+
+
+# --- healthy sources ------------------------------------------------------------------------
+
+
+def test_recover_copies_a_healthy_store_completely(source: Path, tmp_path: Path) -> None:
+    raw_sql(
+        source,
+        "INSERT INTO gateway_routing VALUES ('', 'k1', '{}', 1.0)",
+        "INSERT INTO compression_locks VALUES ('sess-1-00000', 'pid 1', 1.0, 2.0)",
+        "INSERT INTO async_delegations(delegation_id, origin_session, state, dispatched_at, "
+        "updated_at) VALUES ('d1', 'sess-1-00000', 'running', 1.0, 1.0)",
+        "INSERT INTO state_meta VALUES ('last_auto_archive', '123')",
+    )
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.complete and report.verified and report.accepted and not report.installed
+    for table in ("sessions", "messages", "session_model_usage", "gateway_routing"):
+        assert rows(target, f"SELECT count(*) FROM {table}") == rows(
+            source, f"SELECT count(*) FROM {table}"
+        )
+        assert report.tables[table].copied == report.tables[table].source_rows
+    assert rows(target, "SELECT value FROM state_meta WHERE key = 'last_auto_archive'") == [
+        ("123",)
+    ]
+    assert rows(target, "SELECT * FROM messages ORDER BY id") == rows(
+        source, "SELECT * FROM messages ORDER BY id"
+    )
+
+
+def test_recover_rebuilds_fts_instead_of_copying_its_markers(source: Path, tmp_path: Path) -> None:
+    raw_sql(source, "INSERT OR REPLACE INTO state_meta VALUES ('fts_stale', 'copied by mistake')")
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert rows(target, "SELECT count(*) FROM state_meta WHERE key = 'fts_stale'") == [(0,)]
+    assert report.verification.fts_checked and report.verification.fts_problems == []
+    hits = rows(target, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'docker'")
+    assert hits[0][0] > 0
+    assert rows(target, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
+
+
+def test_recover_leaves_the_source_bundle_byte_identical(source: Path, tmp_path: Path) -> None:
+    damage.crash_with_committed_wal(source, "sess-1-00000", count=20)
+    before = damage.bundle_digest(source)
+    assert f"{source.name}-wal" in before
+    recover(source, tmp_path / "out.db")
+    assert damage.bundle_digest(source) == before
+
+
+def test_recover_reads_committed_wal_frames_of_a_stale_main_file(
+    source: Path, tmp_path: Path
+) -> None:
+    damage.crash_with_committed_wal(source, "sess-1-00000", count=20)
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.complete
+    got = rows(target, "SELECT count(*) FROM messages WHERE content LIKE 'after the last%'")
+    assert got == [(20,)]
+
+
+def test_recover_excludes_the_runtime_ledger(source: Path, tmp_path: Path) -> None:
+    raw_sql(
+        source,
+        "INSERT INTO runtime_epoch(singleton, epoch) VALUES (1, 3)",
+        "INSERT INTO session_admissions(admission_id, session_id, request_id, payload_json, "
+        "payload_digest, created_at, updated_at) "
+        "VALUES ('a', 'sess-1-00000', 'r', '{}', 'd', 1, 1)",
+    )
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.excluded == {
+        "runtime_epoch": 1,
+        "session_admissions": 1,
+        "worker_executions": 0,
+        "worker_receipts": 0,
+    }
+    for table in schema.LEDGER_TABLES:
+        assert rows(target, f"SELECT count(*) FROM {table}") == [(0,)]
+
+
+def test_recover_copies_delivery_obligations_when_the_source_has_them(
+    source: Path, tmp_path: Path
+) -> None:
+    store = open_store(source)
+    try:
+        store.write(schema.ensure_delivery_obligations)
+    finally:
+        store.close()
+    raw_sql(
+        source,
+        "INSERT INTO delivery_obligations(obligation_id, session_key, platform, chat_id, content, "
+        "state, created_at, updated_at) VALUES ('o1', 'k', 'telegram', 'c', 'hi', 'owed', 1, 1)",
+    )
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.tables["delivery_obligations"].copied == 1
+    assert report.complete
+    assert rows(target, "SELECT obligation_id FROM delivery_obligations") == [("o1",)]
+
+
+def test_recover_without_delivery_obligations_does_not_create_them(
+    source: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert "delivery_obligations" not in report.tables
+    assert rows(target, "SELECT count(*) FROM sqlite_master WHERE name='delivery_obligations'") == [
+        (0,)
+    ]
+
+
+def test_recover_clears_a_dangling_parent_session(source: Path, tmp_path: Path) -> None:
+    raw_sql(source, "UPDATE sessions SET parent_session_id = 'gone' WHERE id = 'sess-1-00001'")
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.parents_cleared == 1 and report.verification.foreign_key_violations == 0
+    assert rows(target, "SELECT parent_session_id FROM sessions WHERE id = 'sess-1-00001'") == [
+        (None,)
+    ]
+
+
+def test_recover_reports_progress_per_table(source: Path, tmp_path: Path) -> None:
+    seen: list[tuple[str, int, int | None]] = []
+    recover(source, tmp_path / "out.db", progress=lambda t, d, n: seen.append((t, d, n)))
+    last = [s for s in seen if s[0] == "messages"][-1]
+    assert last == ("messages", 200, 200)
+
+
+def test_recover_writes_a_json_report_next_to_the_target(source: Path, tmp_path: Path) -> None:
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    data = json.loads(Path(str(target) + ".recovery.json").read_text())
+    assert data["installed"] is False and data["complete"] is True
+    assert data["tables"]["messages"]["copied"] == 200
+    assert sorted(data["excluded"]) == sorted(schema.LEDGER_TABLES)
+    assert data == json.loads(json.dumps(report.to_dict()))
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+def test_recover_refuses_an_existing_target(source: Path, tmp_path: Path) -> None:
+    target = tmp_path / "out.db"
+    target.write_bytes(b"")
+    with pytest.raises(RecoveryError, match="already exists"):
+        recover(source, target)
+
+
+def test_recover_refuses_a_target_whose_sidecar_exists(source: Path, tmp_path: Path) -> None:
+    target = tmp_path / "out.db"
+    Path(str(target) + "-wal").write_bytes(b"")
+    with pytest.raises(RecoveryError, match="already exists"):
+        recover(source, target)
+    assert not target.exists()
+
+
+def test_recover_refuses_the_source_as_target(source: Path) -> None:
+    with pytest.raises(RecoveryError, match="is the source"):
+        recover(source, source)
+
+
+def test_recover_refuses_to_overwrite_an_existing_report(source: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    report.write_text("{}")
+    with pytest.raises(RecoveryError, match="report"):
+        recover(source, tmp_path / "out.db", report_path=report)
+    assert report.read_text() == "{}" and not (tmp_path / "out.db").exists()
+
+
+def test_recover_of_a_missing_source_says_so(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError):
+        recover(tmp_path / "nothing.db", tmp_path / "out.db")
+
+
+WRITER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+# Every commit grows the WAL (no restart, no fsync), so any commit during the copy shows.
+conn.execute("PRAGMA wal_autocheckpoint=0")
+conn.execute("PRAGMA synchronous=OFF")
+deadline = time.monotonic() + 5
+n = 0
+while time.monotonic() < deadline:
+    conn.execute("INSERT INTO state_meta VALUES (hex(randomblob(8)), 'x')")
+    n += 1
+    if n == 100:
+        print("ready", flush=True)  # writing for real by now
+"""
+
+
+def test_recover_refuses_a_source_that_changes_while_it_is_copied(
+    big_source: Path, tmp_path: Path
+) -> None:
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(big_source)], stdout=subprocess.PIPE, text=True
+    )
+    refusals = []
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
+        # The copy takes milliseconds; on a busy machine the writer may not run inside that
+        # window every time, so allow a few attempts (each must either refuse or succeed).
+        for attempt in range(5):
+            target = tmp_path / f"out{attempt}.db"
+            try:
+                recover(big_source, target)
+            except RecoveryError as exc:
+                refusals.append((str(exc), target))
+                break
+    finally:
+        writer.kill()
+        writer.wait()
+    assert refusals and "changed while it was being copied" in refusals[0][0]
+    assert not refusals[0][1].exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("hermes-recover-")]
+
+
+# --- damaged sources ------------------------------------------------------------------------
+
+
+def test_recover_salvages_the_rows_around_zeroed_pages(big_source: Path, tmp_path: Path) -> None:
+    total = damage.count_rows(big_source, "messages")
+    damage.zero_middle_pages(big_source, "messages", count=2, gap=3)
+    target = tmp_path / "out.db"
+    report = recover(big_source, target)
+    copied = report.tables["messages"].copied
+    lost = sum(r.last_rowid - r.first_rowid + 1 for r in report.skipped_ranges)
+    assert report.partial and report.verified and report.skipped_ranges
+    assert copied + lost == total and 0 < lost < 60
+    assert rows(target, "SELECT count(*) FROM messages") == [(copied,)]
+
+
+def test_recover_keeps_a_partial_target_but_accepts_it_only_with_allow_partial(
+    big_source: Path, tmp_path: Path
+) -> None:
+    damage.zero_middle_pages(big_source, "messages", count=1)
+    strict = recover(big_source, tmp_path / "strict.db")
+    lenient = recover(big_source, tmp_path / "lenient.db", allow_partial=True)
+    assert (tmp_path / "strict.db").exists() and not strict.accepted and not strict.complete
+    assert lenient.accepted and lenient.verified and lenient.partial
+
+
+def test_recover_gives_orphaned_messages_a_placeholder_session(
+    source: Path, tmp_path: Path
+) -> None:
+    first = rows(source, "SELECT min(timestamp) FROM messages WHERE session_id = 'sess-1-00000'")
+    damage.zero_middle_pages(source, "sessions", count=1)  # the only sessions page
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.placeholder_sessions == 4 and report.verification.foreign_key_violations == 0
+    placeholder = rows(
+        target,
+        "SELECT source, started_at, message_count, title FROM sessions WHERE id = 'sess-1-00000'",
+    )
+    assert placeholder[0][:3] == ("recovered", first[0][0], 50)
+    assert placeholder[0][3] in {PLACEHOLDER_TITLE.format(n=n) for n in range(1, 5)}
+    assert rows(target, "SELECT count(*) FROM messages") == [(200,)]
+
+
+def test_recover_salvages_a_truncated_store(big_source: Path, tmp_path: Path) -> None:
+    damage.truncate_store(big_source, 0.6)
+    report = recover(big_source, tmp_path / "out.db")
+    assert report.partial and report.verified
+    assert report.tables["messages"].copied > 0
+
+
+def test_recover_reads_a_store_whose_header_is_garbage(source: Path, tmp_path: Path) -> None:
+    damage.garbage_header(source)
+    before = damage.bundle_digest(source)
+    report = recover(source, tmp_path / "out.db")
+    assert report.header_rewritten and report.verified
+    assert report.tables["messages"].copied == 200 and report.tables["sessions"].copied == 4
+    assert damage.bundle_digest(source) == before
+
+
+def test_recover_of_a_file_that_is_no_database_reports_it_unreadable(tmp_path: Path) -> None:
+    source = tmp_path / "state.db"
+    source.write_bytes(os.urandom(3 * 4096))
+    report = recover(source, tmp_path / "out.db")
+    assert not report.source_readable and report.partial and not report.accepted
+    assert report.verified and any("cannot be read" in note for note in report.notes)
+
+
+def test_recover_reads_rows_below_a_damaged_interior_page(big_source: Path, tmp_path: Path) -> None:
+    total = damage.count_rows(big_source, "messages")
+    damage.zero_interior_page(big_source, "messages")
+    report = recover(big_source, tmp_path / "out.db")
+    messages = report.tables["messages"]
+    assert messages.from_orphan_pages > 0 and messages.copied == total
+    assert report.complete and not report.skipped_ranges
+
+
+def test_recover_never_brings_back_rows_deleted_before_the_damage(
+    big_source: Path, tmp_path: Path
+) -> None:
+    conn = sqlite3.connect(big_source, isolation_level=None)
+    try:
+        conn.execute("PRAGMA secure_delete=OFF")  # freed pages keep their old rows
+        conn.execute("DELETE FROM messages WHERE id BETWEEN 500 AND 1500")
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] > 0
+    finally:
+        conn.close()
+    damage.zero_interior_page(big_source, "messages")
+    target = tmp_path / "out.db"
+    recover(big_source, target)
+    assert rows(target, "SELECT count(*) FROM messages WHERE id BETWEEN 500 AND 1500") == [(0,)]
+    assert rows(target, "SELECT count(*) FROM messages") == [(2000 - 1001,)]
+
+
+def sqlite3_cli() -> str | None:
+    """Return an sqlite3 shell whose .recover works here (it needs sqlite_dbpage), or None."""
+    cli = os.environ.get("HERMES_TEST_SQLITE3") or shutil.which("sqlite3")
+    if cli is None:
+        return None
+    probe = subprocess.run([cli, ":memory:", ".recover"], capture_output=True, text=True)
+    return cli if probe.returncode == 0 and "error" not in probe.stderr.lower() else None
+
+
+@pytest.mark.parametrize(
+    "harm",
+    [
+        lambda db: damage.zero_middle_pages(db, "messages", count=3, gap=2),
+        lambda db: damage.zero_interior_page(db, "messages"),
+        lambda db: damage.truncate_store(db, 0.6),
+    ],
+    ids=["zeroed-leaves", "zeroed-interior", "truncated"],
+)
+def test_recover_salvages_at_least_as_many_messages_as_sqlite_dot_recover(
+    big_source: Path, tmp_path: Path, harm: Callable[[Path], object]
+) -> None:
+    cli = sqlite3_cli()
+    if cli is None:
+        pytest.skip("no sqlite3 shell with a working .recover (needs SQLITE_ENABLE_DBPAGE_VTAB)")
+    harm(big_source)
+    theirs_copy = tmp_path / "theirs-input.db"
+    shutil.copyfile(big_source, theirs_copy)
+    theirs = tmp_path / "theirs.db"
+    dump = subprocess.run([cli, str(theirs_copy), ".recover"], capture_output=True, check=False)
+    subprocess.run([cli, str(theirs)], input=dump.stdout, capture_output=True, check=False)
+    their_count = rows(theirs, "SELECT count(*) FROM messages")[0][0]
+    report = recover(big_source, tmp_path / "ours.db")
+    assert report.tables["messages"].copied >= their_count
+
+
+def test_recover_interrupted_midway_removes_its_half_made_target(
+    source: Path, tmp_path: Path
+) -> None:
+    def stop(table: str, done: int, total: int | None) -> None:
+        raise KeyboardInterrupt  # what Ctrl-C in the CLI's progress bar amounts to
+
+    target = tmp_path / "out.db"
+    with pytest.raises(KeyboardInterrupt):
+        recover(source, target, progress=stop)
+    assert not target.exists() and not Path(str(target) + ".recovery.json").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("hermes-recover-")]
