@@ -91,5 +91,8 @@ def migrate() -> None:
             raise SchemaTooNewError(
                 f"{db} is at schema v{before}, newer than this hermes (v{schema.SCHEMA_VERSION})"
             )
+        from hermes_state.maintenance import require_intact
+
+        require_intact(store)
         after = schema.stored_version(store.conn)
     render.migrate_result(str(db), existed=existed, before=before, after=after)

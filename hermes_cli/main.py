@@ -112,6 +112,16 @@ def _make_group_class() -> type:
             except HermesStateError as exc:
                 render.error(exc.message, exc.hint)
                 code = exit_code_for(exc)
+            except Exception as exc:
+                # A damaged or locked store reached through a path without its own handling:
+                # still one line and a hint. Anything else is a bug and keeps its traceback.
+                from hermes_state.errors import translate_sqlite_error
+
+                typed = translate_sqlite_error(exc)
+                if typed is None:
+                    raise
+                render.error(typed.message, typed.hint)
+                code = exit_code_for(typed)
             except BrokenPipeError:
                 # `hermes sessions list | head`: the reader left; do not print a traceback.
                 sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit

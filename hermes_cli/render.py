@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import sys
 import time
 import unicodedata
@@ -93,9 +94,16 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+_LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
 def emit_json(data: Any) -> None:
     """Print data as indented JSON on stdout, and nothing else."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=_json_default) + "\n")
+    text = json.dumps(data, ensure_ascii=False, indent=2, default=_json_default)
+    # A lone surrogate (an undecodable argv byte echoed back) cannot be written as UTF-8;
+    # inside a JSON string its \\u escape is valid and loses nothing.
+    text = _LONE_SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    sys.stdout.write(text + "\n")
 
 
 def as_plain(value: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -40,8 +41,22 @@ def read_store(path: Path | None = None) -> Iterator[Store]:
                 f"{store.path} was written by a newer hermes; showing what this version can read."
             )
         yield store
+    except sqlite3.DatabaseError as exc:
+        raise _typed(store, exc) from exc
     finally:
         store.close()
+
+
+def _typed(store: Store, exc: sqlite3.DatabaseError) -> BaseException:
+    """Turn a damaged/locked store's sqlite3 error into its typed error (others unchanged)."""
+    from hermes_state.errors import StoreCorruptError, translate_sqlite_error
+
+    typed = translate_sqlite_error(exc, store.path)
+    if typed is None:
+        return exc
+    if isinstance(typed, StoreCorruptError):
+        store.mark_damaged()
+    return typed
 
 
 @contextlib.contextmanager
@@ -56,6 +71,8 @@ def write_store(path: Path | None = None) -> Iterator[Store]:
     store = open_store(path or db_path())
     try:
         yield store
+    except sqlite3.DatabaseError as exc:
+        raise _typed(store, exc) from exc
     finally:
         store.close()
 
@@ -89,8 +106,6 @@ def across_profiles(fn: Callable[[str, Store], T]) -> tuple[list[T], list[dict[s
     A profile whose store is missing, newer than this code, busy or corrupt is reported in the
     returned errors as {profile, error, message} and skipped, so the others are still shown.
     """
-    import sqlite3
-
     from hermes_state.connection import open_store
     from hermes_state.errors import HermesStateError
     from hermes_state.home import STORE_FILE, list_profiles

@@ -113,6 +113,9 @@ class Store:
         self._writes = 0
         self._columns: dict[str, tuple[str, ...]] = {}
         self._closed = False
+        # Set once a read or write met damage: closing must then not checkpoint the WAL into
+        # the main file (a stale WAL replayed onto a newer file would make things worse).
+        self.damaged = False
 
     def __enter__(self) -> Store:
         return self
@@ -166,17 +169,46 @@ class Store:
         except sqlite3.Error as exc:  # maintenance only: never fail the write that triggered it
             log.debug("passive checkpoint failed: %s", exc)
 
+    def mark_damaged(self) -> None:
+        """Record that this store met corruption, so close() leaves its files as they are."""
+        self.damaged = True
+
     def close(self) -> None:
-        """Close the connection (a writable one checkpoints PASSIVE first)."""
+        """Close the connection (a writable one checkpoints PASSIVE first, unless damaged)."""
         if self._closed:
             return
         self._closed = True
         try:
-            if not self.read_only and not self.too_new:
-                self.checkpoint_passive()
-            self.conn.close()
+            if self.read_only:
+                self.conn.close()
+            elif self.damaged:
+                close_without_checkpoint(self.conn, self.path)
+            else:
+                if not self.too_new:
+                    self.checkpoint_passive()
+                self.conn.close()
         finally:
             _register_close(self.path)
+
+
+def close_without_checkpoint(conn: sqlite3.Connection, path: Path) -> None:
+    """Close a writable connection without SQLite's close-time checkpoint into the main file.
+
+    The last connection to close a WAL store checkpoints it; a second, read-only connection
+    holding a read transaction while the writable one closes keeps that from happening.
+    """
+    try:
+        holder = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
+    except sqlite3.Error:
+        conn.close()
+        return
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            holder.execute("BEGIN")
+            holder.execute("PRAGMA schema_version").fetchall()
+        conn.close()
+    finally:
+        holder.close()
 
 
 def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], patience: float) -> T:
@@ -205,6 +237,7 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
             return result
         except sqlite3.Error as exc:
             if is_corruption_error(exc):
+                store.mark_damaged()
                 raise StoreCorruptError(f"{store.path} is damaged: {exc}") from exc
             if not is_lock_error(exc):
                 raise
@@ -408,10 +441,15 @@ def _open_writable(path: Path) -> Store:
         secure_store_files(path)
         return store
     except sqlite3.DatabaseError as exc:
-        conn.close()
         _register_close(path)
         if is_corruption_error(exc):
+            close_without_checkpoint(conn, path)
             raise StoreCorruptError(f"{path} is damaged: {exc}") from exc
+        conn.close()
+        raise
+    except StoreCorruptError:
+        _register_close(path)
+        close_without_checkpoint(conn, path)
         raise
     except BaseException:
         conn.close()

@@ -129,8 +129,23 @@ def is_lock_error(exc: BaseException) -> bool:
 
 def is_corruption_error(exc: BaseException) -> bool:
     """Tell whether an sqlite3 error means the file is damaged or not a database."""
+    import sqlite3
+
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None and (code & 0xFF) in (SQLITE_CORRUPT, SQLITE_NOTADB):
         return True
     text = str(exc).lower()
     return "malformed" in text or "not a database" in text
+
+
+def translate_sqlite_error(
+    exc: BaseException, path: object = "the store"
+) -> HermesStateError | None:
+    """Return the typed error for a damaged or locked store's sqlite3 error, else None."""
+    if is_corruption_error(exc):
+        return StoreCorruptError(f"{path} is damaged: {exc}")
+    if is_lock_error(exc):
+        return StoreLockedError(f"{path} is locked by another process: {exc}")
+    return None

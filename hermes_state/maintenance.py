@@ -17,6 +17,7 @@ from hermes_state.errors import (
     LedgerBusyError,
     SessionNotFoundError,
     StoreBusyError,
+    StoreCorruptError,
     StoreLockedError,
     is_lock_error,
 )
@@ -465,6 +466,7 @@ def optimize(
     """
     from hermes_state import fts
 
+    require_intact(store)
     db_before, wal_before = _sizes(store.path)
     others: list[str] = []
     if vacuum or rebuild_fts:
@@ -499,6 +501,21 @@ def optimize(
 
 
 # --- health check ---------------------------------------------------------------------------
+
+
+def require_intact(store: Store) -> None:
+    """Raise StoreCorruptError (touching nothing) unless PRAGMA quick_check finds the file sound.
+
+    Rewrites (VACUUM, FTS optimise, migrations) of a damaged file would spread the damage;
+    such a store is for `hermes sessions recover`, which reads it without writing.
+    """
+    try:
+        rows = [str(r[0]) for r in store.conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        rows = [str(exc)]
+    if rows != ["ok"]:
+        store.mark_damaged()
+        raise StoreCorruptError(f"{store.path} is damaged: {'; '.join(rows)}")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from hermes_state import messages as msglib
 from hermes_state import sessions as seslib
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError
+from hermes_state.text import bindable
 
 SESSION_CHUNK = 500
 MESSAGE_CHUNK = 2000
@@ -115,7 +116,7 @@ def _session_ids(
     where, params = [], []
     if source is not None:
         where.append("source = ?")
-        params.append(source)
+        params.append(bindable(source))
     if started_after is not None:
         where.append("started_at >= ?")
         params.append(float(started_after))

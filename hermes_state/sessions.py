@@ -17,7 +17,7 @@ from hermes_state.errors import (
     TitleInUseError,
 )
 from hermes_state.schema import column_names, projection
-from hermes_state.text import scrub_surrogates
+from hermes_state.text import bindable, scrub_surrogates
 
 MAX_TITLE_LENGTH = 100
 PREVIEW_CHARS = 60
@@ -147,7 +147,9 @@ def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
 
 def get_session(store: Store, session_id: str) -> dict[str, Any] | None:
     """Return every column of one session (extra columns of older layouts included), or None."""
-    row = store.conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    row = store.conn.execute(
+        "SELECT * FROM sessions WHERE id = ?", (bindable(session_id),)
+    ).fetchone()
     if row is None:
         return None
     out = {c: None for c in column_names("sessions")}
@@ -178,6 +180,7 @@ def resolve_session_id(store: Store, id_or_prefix: str) -> str | None:
     """Return the session id that equals or uniquely starts with the text, else None."""
     if not id_or_prefix:
         return None
+    id_or_prefix = bindable(id_or_prefix)
     conn = store.conn
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (id_or_prefix,)).fetchone():
         return id_or_prefix
@@ -371,10 +374,10 @@ def _source_filters(
     params: list[Any] = []
     if sources:
         where.append(f"{alias}.source IN ({', '.join('?' for _ in sources)})")
-        params += list(sources)
+        params += [bindable(s) for s in sources]
     if exclude_sources:
         where.append(f"{alias}.source NOT IN ({', '.join('?' for _ in exclude_sources)})")
-        params += list(exclude_sources)
+        params += [bindable(s) for s in exclude_sources]
     return where, params
 
 

@@ -17,3 +17,18 @@ def scrub_surrogates(value: Any) -> Any:
     except UnicodeEncodeError:
         return _SURROGATE_RE.sub("", value)
     return value
+
+
+def bindable(value: Any) -> Any:
+    """Make text safe to bind as a query parameter: lone surrogates become U+FFFD.
+
+    Unlike scrub_surrogates (for stored text), the result never equals a different stored value
+    by accident: stored text never contains lone surrogates, so a lookup with one matches nothing.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE_RE.sub("\ufffd", value)
+    return value
