@@ -645,6 +645,7 @@ def import_sessions(
             progress(1)
         return True
 
+    first_line: dict[str, int] = {}
     for line, record in _records(source):
         if isinstance(record, _Bad):
             result.errors.append(ImportIssue(line, None, record.message))
@@ -655,6 +656,18 @@ def import_sessions(
             sid = record.get("id") if isinstance(record, Mapping) else None
             result.errors.append(ImportIssue(line, sid if isinstance(sid, str) else None, str(exc)))
             continue
+        if session["id"] in first_line:
+            # The same id twice in one file is a malformed export, not a conflict with the store.
+            result.errors.append(
+                ImportIssue(
+                    line,
+                    session["id"],
+                    f"session {session['id']} appears twice in this file "
+                    f"(first on line {first_line[session['id']]}); this line was not imported",
+                )
+            )
+            continue
+        first_line[session["id"]] = line
         if not attempt(line, session, msgs, unlink=False):
             deferred.append((line, session, msgs))
     # Children whose parent came later in the file: retry while that makes progress.
