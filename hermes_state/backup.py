@@ -469,6 +469,17 @@ def _check_members(zf: zipfile.ZipFile, max_bytes: int) -> list[zipfile.ZipInfo]
     return files
 
 
+def _check_space(home: Path, files: list[zipfile.ZipInfo]) -> None:
+    """Refuse an archive whose members would not fit on the disk (staging needs them all)."""
+    declared = sum(i.file_size for i in files)
+    free = shutil.disk_usage(home).free
+    if declared > free:
+        raise UnsafeArchiveError(
+            f"Refusing the archive: its members declare {declared} bytes but only {free} bytes "
+            f"are free under {home}"
+        )
+
+
 def _read_manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
     """Read and sanity-check the archive's manifest.json."""
     try:
@@ -708,6 +719,7 @@ def restore_backup(
         }
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in files}
         home.mkdir(parents=True, exist_ok=True)
+        _check_space(home, files)
         stage = Path(tempfile.mkdtemp(prefix=".hermes-restore-", dir=home))
         try:
             problems, _integrity, staged = _staged_check(zf, files, manifest, stage)
