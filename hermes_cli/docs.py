@@ -15,6 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from hermes_cli.render import SESSION_JSON_KEYS
+
 PROG = "hermes"
 PROFILE_NAMES_COMMAND = "command hermes profile list --names 2>/dev/null"
 OUTPUTS = (
@@ -456,28 +458,7 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
     (
         "sessions list --json",
         '{"sessions": [SESSION...], "total": N, "errors": [ERROR...]}; each SESSION has '
-        + ", ".join(
-            (
-                "id",
-                "title",
-                "preview",
-                "source",
-                "model",
-                "message_count",
-                "tool_call_count",
-                "input_tokens",
-                "output_tokens",
-                "estimated_cost_usd",
-                "started_at",
-                "ended_at",
-                "end_reason",
-                "last_active",
-                "parent_session_id",
-                "archived",
-                "pinned",
-                "profile",
-            )
-        )
+        + ", ".join(SESSION_JSON_KEYS)
         + ". Times are seconds since the epoch.",
     ),
     (

@@ -482,19 +482,9 @@ def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | No
 
 def hit_json(hit: Mapping[str, Any], title: str | None) -> dict[str, Any]:
     """Return a search hit with its documented keys plus the session title."""
-    keys = (
-        "id",
-        "session_id",
-        "role",
-        "snippet",
-        "timestamp",
-        "tool_name",
-        "source",
-        "model",
-        "session_started",
-        "context",
-    )
-    out = {k: hit.get(k) for k in keys}
+    from hermes_state.search import HIT_KEYS
+
+    out = {k: hit.get(k) for k in HIT_KEYS}
     out["session_title"] = title
     return out
 
