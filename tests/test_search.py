@@ -1,0 +1,392 @@
+"""search_messages on real stores: routing, filters, snippets, context, rebuilds, foreign rows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hermes_state import fts, messages, search, sessions
+from hermes_state.connection import Store, open_store
+from hermes_state.search import HIT_KEYS, search_messages
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[Store]:
+    """A writable store with a cli and a telegram session."""
+    with open_store(db_path) as handle:
+        sessions.create_session(handle, "cli-1", "cli", model="model-a")
+        sessions.create_session(handle, "tg-1", "telegram", model="model-b")
+        yield handle
+
+
+def add(store: Store, content: str | None, *, sid: str = "cli-1", role: str = "user", **kw) -> int:
+    """Append one message; return its id."""
+    return messages.append_message(store, sid, role, content, **kw)
+
+
+def ids(result: list[dict]) -> list[int]:
+    """Return the message ids of the hits, in order."""
+    return [hit["id"] for hit in result]
+
+
+# --- word queries --------------------------------------------------------------------------
+
+
+def test_hit_has_documented_keys(store: Store) -> None:
+    add(store, "docker compose up")
+    (hit,) = search_messages(store, "docker")
+    assert tuple(hit) == HIT_KEYS
+    assert (hit["source"], hit["model"], hit["role"]) == ("cli", "model-a", "user")
+
+
+def test_hyphenated_query_matches_the_hyphenated_word(store: Store) -> None:
+    mid = add(store, "run chat-send to deliver")
+    add(store, "chat about sending")
+    assert ids(search_messages(store, "chat-send")) == [mid]
+
+
+def test_dotted_query_matches_the_dotted_name(store: Store) -> None:
+    mid = add(store, "edit my-app.config.ts now")
+    add(store, "the app config")
+    assert ids(search_messages(store, "my-app.config.ts")) == [mid]
+
+
+def test_quoted_phrase_requires_adjacent_words(store: Store) -> None:
+    mid = add(store, "the build failed badly")
+    add(store, "failed the build")
+    assert ids(search_messages(store, '"build failed"')) == [mid]
+
+
+def test_or_and_not_operators(store: Store) -> None:
+    a = add(store, "redis cache")
+    b = add(store, "postgres cache")
+    add(store, "mysql cache")
+    assert sorted(ids(search_messages(store, "redis OR postgres"))) == [a, b]
+    assert sorted(ids(search_messages(store, "cache NOT mysql"))) == [a, b]
+
+
+def test_prefix_query(store: Store) -> None:
+    mid = add(store, "kubernetes deployment")
+    assert ids(search_messages(store, "kuber*")) == [mid]
+
+
+def test_snippet_marks_matches(store: Store) -> None:
+    add(store, "before words the docker daemon crashed after words")
+    (hit,) = search_messages(store, "docker")
+    assert ">>>docker<<<" in hit["snippet"]
+
+
+def test_context_is_previous_and_next_message_cut_to_200_chars(store: Store) -> None:
+    before = add(store, "q" * 500)
+    mid = add(store, "the answer is docker", role="assistant")
+    after = add(store, "thanks")
+    add(store, "unrelated other session", sid="tg-1")
+    (hit,) = search_messages(store, "answer")
+    assert hit["id"] == mid
+    assert [(c["id"], c["role"], len(c["content"])) for c in hit["context"]] == [
+        (before, "user", 200),
+        (after, "user", 6),
+    ]
+
+
+def test_empty_or_unsearchable_query_returns_nothing(store: Store) -> None:
+    add(store, "anything")
+    assert search_messages(store, "") == []
+    assert search_messages(store, '   "  AND ') == []
+
+
+# --- substring and CJK ---------------------------------------------------------------------
+
+
+def test_substring_found_through_trigram_index(store: Store) -> None:
+    mid = add(store, "restart the docker daemon")
+    result = search_messages(store, "ocker")
+    assert ids(result) == [mid]
+    assert result.route == "trigram"
+    assert ">>>ocker<<<" in result[0]["snippet"]
+
+
+@pytest.mark.parametrize("word", ["東京", "会議", "数据"])
+def test_two_character_cjk_word_found_in_mixed_text(store: Store, word: str) -> None:
+    mid = add(store, "明日は東京で会議があります and 数据库 migration")
+    add(store, "京都 and 議論 and 数学")
+    result = search_messages(store, word)
+    assert ids(result) == [mid]
+    assert result.route == "cjk"
+    assert f">>>{word}<<<" in result[0]["snippet"]
+
+
+def test_single_cjk_character_found_anywhere_in_a_run(store: Store) -> None:
+    a = add(store, "東京")
+    b = add(store, "南京")
+    add(store, "大阪")
+    assert sorted(ids(search_messages(store, "京"))) == [a, b]
+
+
+def test_three_character_cjk_word_needs_all_characters_in_order(store: Store) -> None:
+    mid = add(store, "東京都に住む")
+    add(store, "東京と京都")
+    assert ids(search_messages(store, "東京都")) == [mid]
+
+
+def test_cjk_word_combined_with_latin_word(store: Store) -> None:
+    mid = add(store, "東京 docker")
+    add(store, "東京 podman")
+    assert ids(search_messages(store, "東京 docker")) == [mid]
+
+
+def test_korean_word_found(store: Store) -> None:
+    mid = add(store, "내일 회의 있어요")
+    assert ids(search_messages(store, "회의")) == [mid]
+
+
+# --- filters and row states ----------------------------------------------------------------
+
+
+def test_source_and_exclude_filters(store: Store) -> None:
+    cli = add(store, "shared word")
+    tg = add(store, "shared word", sid="tg-1")
+    assert ids(search_messages(store, "shared", source_filter=["telegram"])) == [tg]
+    assert ids(search_messages(store, "shared", exclude_sources=["telegram"])) == [cli]
+
+
+def test_role_filter(store: Store) -> None:
+    add(store, "shared word")
+    reply = add(store, "shared word", role="assistant")
+    assert ids(search_messages(store, "shared", role_filter=["assistant"])) == [reply]
+
+
+def test_rewound_rows_hidden_by_default_and_shown_with_include_inactive(store: Store) -> None:
+    live = add(store, "rewind target")
+    gone = add(store, "rewind target")
+    archived = add(store, "rewind target")
+    store.conn.execute("UPDATE messages SET active = 0, compacted = 0 WHERE id = ?", (gone,))
+    store.conn.execute("UPDATE messages SET active = 0, compacted = 1 WHERE id = ?", (archived,))
+    assert sorted(ids(search_messages(store, "rewind"))) == [live, archived]
+    assert sorted(ids(search_messages(store, "rewind", include_inactive=True))) == [
+        live,
+        gone,
+        archived,
+    ]
+
+
+def test_hidden_display_kind_never_found(store: Store) -> None:
+    add(store, "secret steer note", display_kind="hidden")
+    shown = add(store, "visible steer note")
+    assert ids(search_messages(store, "steer")) == [shown]
+
+
+def test_newest_and_oldest_sorts(store: Store) -> None:
+    found = [add(store, f"sorted word {i}") for i in range(4)]
+    newest = search_messages(store, "sorted", sort="newest")
+    assert (ids(newest), newest.ordering) == (found[::-1], "newest")
+    assert ids(search_messages(store, "sorted", sort="oldest")) == found
+
+
+def test_offset_pages_through_hits_without_repeats(store: Store) -> None:
+    found = [add(store, f"page word {i}") for i in range(7)]
+    pages = [
+        ids(search_messages(store, "page", limit=3, offset=o, sort="newest")) for o in (0, 3, 6)
+    ]
+    assert [i for page in pages for i in page] == found[::-1]
+
+
+# --- bounded ordering ----------------------------------------------------------------------
+
+
+def test_selective_query_is_ranked_by_relevance(store: Store) -> None:
+    weak = add(store, "zebra " + "filler " * 60)
+    strong = add(store, "zebra zebra zebra")
+    result = search_messages(store, "zebra")
+    assert result.ordering == "rank"
+    assert ids(result) == [strong, weak]
+
+
+def test_large_match_set_ranks_only_the_newest_candidates(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "RANK_CANDIDATES", 5)
+    best_but_old = add(store, "common common common common")
+    recent = [add(store, f"common filler {i} " + "pad " * 30) for i in range(10)]
+    result = search_messages(store, "common", limit=3)
+    assert result.ordering == "rank_recent"
+    assert best_but_old not in ids(result)
+    assert set(ids(result)) <= set(recent[-5:])
+
+
+def test_filters_that_reject_recent_candidates_still_find_older_matches(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "RANK_CANDIDATES", 3)
+    old = add(store, "common word", sid="tg-1")
+    for i in range(8):
+        add(store, f"common word {i}")
+    result = search_messages(store, "common", source_filter=["telegram"])
+    assert ids(result) == [old]
+
+
+def test_phrases_matching_too_many_rows_are_not_ranked(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "RANK_DOCLIST_BUDGET", 3)
+    found = [add(store, f"frequent word {i}") for i in range(5)]
+    result = search_messages(store, "frequent")
+    assert (ids(result), result.ordering) == (found[::-1], "newest")
+
+
+def test_prefix_query_is_ordered_newest_and_marks_whole_words(store: Store) -> None:
+    old = add(store, "kubernetes cluster")
+    new = add(store, "kubectl apply")
+    result = search_messages(store, "kube*")
+    assert (ids(result), result.ordering) == ([new, old], "newest")
+    assert ">>>kubectl<<<" in result[0]["snippet"]
+
+
+def test_prefix_shorter_than_three_characters_is_searched_as_a_word(store: Store) -> None:
+    plan = add(store, "plan ab works")
+    add(store, "abacus bread")
+    assert ids(search_messages(store, "ab*")) == [plan]
+
+
+# --- rebuilds, stale and foreign rows --------------------------------------------------------
+
+
+def test_search_during_rebuild_finds_indexed_and_pending_rows_once(store: Store) -> None:
+    first = messages.append_messages(
+        store, "cli-1", [{"role": "user", "content": f"window needle {i}"} for i in range(10)]
+    )
+    store.write(fts.start_rebuild)
+    fts.rebuild_fts_step(store, chunk=4)  # ids 1-4 indexed again, 5-10 still pending
+    later = add(store, "window needle late")  # above the high water: indexed by trigger
+    result = search_messages(store, "needle", limit=50)
+    assert sorted(ids(result)) == sorted([*first, later])
+    assert len(ids(result)) == len(set(ids(result)))
+    assert all(">>>needle<<<" in hit["snippet"] for hit in result)
+
+
+def test_stale_store_is_served_by_a_bounded_scan(store: Store) -> None:
+    mid = add(store, "stale but findable")
+    store.write(fts.mark_stale)
+    result = search_messages(store, "findable")
+    assert (ids(result), result.route) == ([mid], "scan")
+
+
+def test_scan_reports_partial_when_capped(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "SCAN_CAP", 3)
+    old = add(store, "capped word")
+    for _ in range(5):
+        add(store, "something else")
+    store.write(fts.mark_stale)
+    result = search_messages(store, "capped")
+    assert old not in ids(result) and result.partial
+
+
+@pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell")
+def test_foreign_cjk_row_found_before_and_after_catch_up_exactly_once(
+    db_path: Path, store: Store
+) -> None:
+    sql = (
+        "INSERT INTO messages (session_id, role, content, timestamp) "
+        "VALUES ('cli-1', 'user', '東京の会議 from the shell', 1.0);"
+    )
+    done = subprocess.run(["sqlite3", str(db_path), sql], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    foreign = store.conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
+    assert ids(search_messages(store, "会議")) == [foreign]  # via the bounded catch-up scan
+    fts.catch_up_cjk(store.conn)
+    assert ids(search_messages(store, "会議")) == [foreign]  # now via the index
+
+
+def test_read_only_store_is_searchable(db_path: Path, store: Store) -> None:
+    mid = add(store, "read only docker 東京")
+    with open_store(db_path, read_only=True) as ro:
+        assert ids(search_messages(ro, "docker")) == [mid]
+        assert ids(search_messages(ro, "東京")) == [mid]
+        assert ids(search_messages(ro, "ocker")) == [mid]
+
+
+def test_short_unindexable_query_falls_back_to_scan(store: Store) -> None:
+    mid = add(store, "plugh xyzzy")
+    result = search_messages(store, "yz")
+    assert (ids(result), result.route) == ([mid], "scan")
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=st.text(max_size=30))
+def test_fuzzed_queries_never_raise(store: Store, text: str) -> None:
+    if not store.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone():
+        add(store, "seed text 東京 docker chat-send")
+    search_messages(store, text)
+
+
+def test_cjk_punctuation_alone_does_not_route_to_the_cjk_index(store: Store) -> None:
+    mid = add(store, "run docker now")
+    result = search_messages(store, "「docker」")
+    assert (ids(result), result.route) == ([mid], "word")
+
+
+def test_read_only_search_of_an_upstream_layout(db_path: Path) -> None:
+    from test_fts import add_upstream_fts
+    from upstream30 import build_upstream30
+
+    build_upstream30(db_path)
+    add_upstream_fts(db_path, extra_rows=3)
+    with open_store(db_path, read_only=True) as ro:
+        words = search_messages(ro, "upstream")
+        cjk = search_messages(ro, "東京")
+        assert (len(words), words.route) == (3, "word")
+        assert len(cjk) == 3
+
+
+def test_filter_values_with_lone_surrogates_do_not_raise(store: Store) -> None:
+    mid = add(store, "deploy now")
+    # Writers drop lone surrogates before binding too, so "cli\ud800" names source "cli".
+    assert ids(search_messages(store, "deploy", source_filter=["cli\ud800"])) == [mid]
+    assert search_messages(store, "deploy", exclude_sources="\udfffcli") == []
+
+
+def test_wildcard_term_next_to_another_term_finds_substrings_without_crashing(
+    db_path: Path, store: Store
+) -> None:
+    mid = add(store, "redeploy xab_cx now")
+    add(store, "redeploy xabqcx now")  # '_' must not act as a LIKE wildcard
+    store.close()
+    # In a child: SQLite 3.40's trigram LIKE crashes on '%ab_c%' next to another LIKE.
+    code = (
+        "import sys; from pathlib import Path; from hermes_state.connection import open_store;"
+        " from hermes_state.search import search_messages;"
+        " s = open_store(Path(sys.argv[1]), read_only=True);"
+        " r = search_messages(s, 'ab_c deploy'); print(r.route, [h['id'] for h in r])"
+    )
+    repo = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(db_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split(maxsplit=1) == ["trigram", f"[{mid}]\n"]
+
+
+def test_index_route_over_budget_degrades_to_a_partial_scan(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mid = add(store, "budget word")
+    monkeypatch.setattr(search, "INDEX_BUDGET_S", -1.0)
+    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
+    result = search_messages(store, "budget")
+    assert (ids(result), result.route, result.partial) == ([mid], "scan", True)
+    # The progress handler is gone again: plain statements on the connection run unhindered.
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
