@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hermes_state import compression, ledger, maintenance, messages, ownership, sessions
+from hermes_state import compression, ledger, maintenance, messages, ownership, search, sessions
 from hermes_state.connection import Store, open_store
 from hermes_state.home import default_db_path
 
@@ -121,6 +121,10 @@ class SessionDB:
     def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
         """Return a session's live messages as OpenAI-style dicts."""
         return messages.get_messages_as_conversation(self.store, session_id)
+
+    def search_messages(self, query: str, **options: Any) -> search.SearchResult:
+        """Search message text; the result says which ordering and route were used."""
+        return search.search_messages(self.store, query, **options)
 
     # maintenance
     def clear_messages(self, session_id: str) -> int:

@@ -449,6 +449,11 @@ def init_schema(conn: sqlite3.Connection) -> int | None:
         return before
     for ddl in TABLE_DDL.values():
         conn.execute(ddl)
+    from hermes_state import fts
+
+    # Another layout's triggers may feed tables we cannot load (an upstream CJK tokenizer):
+    # they must go before any migration step touches messages.
+    fts.drop_foreign_triggers(conn)
     reconcile_columns(conn)
     for ddl in INDEX_DDL:
         conn.execute(ddl)
@@ -458,8 +463,6 @@ def init_schema(conn: sqlite3.Connection) -> int | None:
             if before < step.version:
                 log.info("schema: running migration %s", step.name)
                 step.apply(conn)
-    from hermes_state import fts
-
     fts.install(conn)
     _set_version(conn, SCHEMA_VERSION)
     return before
