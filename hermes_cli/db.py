@@ -94,5 +94,9 @@ def migrate() -> None:
         from hermes_state.maintenance import require_intact
 
         require_intact(store)
+        from hermes_state import fts
+
+        if fts.rebuild_pending(store.conn):
+            fts.rebuild_fts(store)  # an upgraded foreign layout: index every row now
         after = schema.stored_version(store.conn)
     render.migrate_result(str(db), existed=existed, before=before, after=after)

@@ -478,6 +478,9 @@ def optimize(
             )
     if rebuild_fts:
         store.write(fts.rebuild_all)
+    elif fts.rebuild_pending(store.conn):
+        # A migrated foreign store left its indexes to a chunked rebuild: finish it now.
+        fts.rebuild_fts(store)
     # Merging segments drops the tombstones that deleted rows leave in the indexes.
     store.write(fts.optimize)
     with store.lock:

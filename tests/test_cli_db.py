@@ -119,3 +119,24 @@ def test_a_store_newer_than_the_code_is_browsable_with_a_warning(sample: Path) -
     assert "newer hermes" in result.stderr
     migrate = run("db", "migrate")
     assert migrate.exit_code == 1 and "newer than this hermes" in migrate.stderr
+
+
+def test_db_migrate_finishes_a_pending_index_rebuild(sample: Path) -> None:
+    from hermes_state import fts
+
+    store = open_store(sample)
+    try:
+        store.write(fts.start_rebuild)  # what upgrading a large foreign layout leaves behind
+        assert fts.rebuild_pending(store.conn)
+    finally:
+        store.close()
+    result = run("db", "migrate")
+    assert result.exit_code == 0, result.output
+    store = open_store(sample, read_only=True)
+    try:
+        assert not fts.rebuild_pending(store.conn)
+        assert fts.integrity_check(store.conn) == []
+    finally:
+        store.close()
+    hits = run_json("sessions", "search", "chat-send")["hits"]
+    assert hits
