@@ -26,7 +26,7 @@ class HermesStateError(Exception):
 class InvalidProfileNameError(HermesStateError, ValueError):
     """A profile name that does not match the allowed shape or is reserved."""
 
-    hint = "Profile names are 1-64 characters: lowercase letters, digits, '-' and '_'."
+    hint = "See the existing profiles with: hermes profile list"
 
 
 class ProfileNotFoundError(HermesStateError):
