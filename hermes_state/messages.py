@@ -315,8 +315,9 @@ def decode_row(row: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(row)
     out["content"] = decode_content(out.get("content"))
     for f in JSON_FIELDS:
-        if f in out:
-            out[f] = _decode_json_field(out[f])
+        value = out.get(f)
+        if value is not None:  # most rows leave most JSON columns empty: skip the call
+            out[f] = _decode_json_field(value)
     if out.get("tool_calls") is not None and not isinstance(out["tool_calls"], list):
         out["tool_calls"] = []
     if out.get("display_metadata") is not None and not isinstance(out["display_metadata"], dict):

@@ -10,6 +10,7 @@ and flags exactly (message row ids are assigned afresh; message_uid is a message
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -29,6 +30,7 @@ from hermes_state.text import bindable
 
 SESSION_CHUNK = 500
 MESSAGE_CHUNK = 2000
+WRITE_BATCH = 100
 _READ_CHUNK = 1 << 16
 ON_CONFLICT = ("skip", "replace")
 # Message keys an import passes on to the store; "id" and "session_id" are assigned by it.
@@ -96,7 +98,8 @@ def _message_record(row: Mapping[str, Any]) -> dict[str, Any]:
 
 def _session_messages(store: Store, session_id: str) -> Iterator[dict[str, Any]]:
     for row in msglib.iter_messages(store, session_id, include_inactive=True, chunk=MESSAGE_CHUNK):
-        yield _message_record(row)
+        row.pop("session_id", None)  # a fresh dict per row: cheaper than copying it
+        yield row
 
 
 def export_session(store: Store, session_id: str) -> dict[str, Any]:
@@ -185,6 +188,13 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot export a value of type {type(value).__name__}")
 
 
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """Yield lists of up to size items (itertools.batched arrives only in Python 3.12)."""
+    it = iter(items)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
@@ -195,9 +205,11 @@ def write_record(record: Mapping[str, Any], fp: IO[str]) -> int:
     text = _dumps(head)
     fp.write(text[:-1] + ("," if head else "") + '"messages":[')
     n = 0
-    for msg in record.get("messages") or ():
-        fp.write(("," if n else "") + _dumps(_message_record(msg)))
-        n += 1
+    # Encode messages a bounded batch at a time: one dumps call per batch, memory stays flat.
+    for batch in _batches(record.get("messages") or (), WRITE_BATCH):
+        rows = [m if "session_id" not in m else _message_record(m) for m in batch]
+        fp.write(("," if n else "") + _dumps(rows)[1:-1])
+        n += len(rows)
     fp.write("]}")
     return n
 
