@@ -1,0 +1,1129 @@
+"""Benchmark hermes_state against hand-written SQL on a generated store (SPEC §18).
+
+Usage: python bench/run.py --messages N [--seed 7] [--out DIR] [--reuse] [--repeat K]
+       [--only op,op] [--single-messages 200000]
+
+For each operation the library (or the `hermes` process) and the best hand-written SQL for the
+same result are timed in the same run, several repetitions each; the table shows the medians,
+their ratio (ours / raw: above 1 means we are slower), the SPEC target, the measured value the
+target applies to, and pass/fail. Results are also written to bench/out/results-<N>.json.
+An operation whose module is not there (yet) is reported as "unavailable", never faked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import platform
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+for _p in (str(REPO_ROOT), str(BENCH_DIR)):
+    if _p not in sys.path:  # a script run from a checkout, package not installed
+        sys.path.insert(0, _p)
+
+import generate as gen  # noqa: E402
+
+from hermes_state.connection import Store, is_open_in_process, open_store  # noqa: E402
+
+OUT_DIR = BENCH_DIR / "out"
+MB = 1024 * 1024
+SINGLE_SESSION_MESSAGES = 200_000
+APPEND_SINGLE_COUNT = 2_000
+APPEND_BATCH_SIZE = 1_000
+APPEND_BATCHES = 10
+STARTUP_MIN_RUNS = 10
+# Prune everything idle for this long before the data's end (~10 % of the generated year).
+PRUNE_IDLE_DAYS = 330
+
+RAW_LIST_SQL = """
+SELECT s.id, s.source, s.model, s.title, s.started_at, s.message_count,
+       s.input_tokens, s.output_tokens,
+       (SELECT m.content FROM messages m
+         WHERE m.session_id = s.id AND m.role = 'user' AND m.content IS NOT NULL
+           AND (m.display_kind IS NULL OR m.display_kind <> 'hidden')
+         ORDER BY m.id LIMIT 1) AS preview,
+       COALESCE((SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = s.id),
+                s.started_at) AS last_active
+  FROM sessions s WHERE s.archived = 0
+ ORDER BY s.started_at DESC, s.id DESC LIMIT 20
+"""
+
+_CONTEXT_SQL = """
+       (SELECT json_object('role', p.role, 'content', substr(p.content, 1, 200)) FROM messages p
+         WHERE p.session_id = m.session_id AND p.id < m.id ORDER BY p.id DESC LIMIT 1) AS before,
+       (SELECT json_object('role', p.role, 'content', substr(p.content, 1, 200)) FROM messages p
+         WHERE p.session_id = m.session_id AND p.id > m.id ORDER BY p.id LIMIT 1) AS after
+"""
+
+
+def raw_fts_sql(table: str, snippet: str) -> str:
+    """Return the raw top-20 query over an FTS table: rank order, snippet, session and context."""
+    return f"""
+WITH hits AS (
+  SELECT rowid AS id, {snippet} AS snippet, rank FROM {table}
+   WHERE {table} MATCH ? ORDER BY rank LIMIT 20)
+SELECT h.id, m.session_id, m.role, h.snippet, m.timestamp, m.tool_name,
+       s.source, s.model, s.started_at AS session_started, {_CONTEXT_SQL}
+  FROM hits h JOIN messages m ON m.id = h.id JOIN sessions s ON s.id = m.session_id
+ ORDER BY h.rank
+"""
+
+
+RAW_WORD_SQL = raw_fts_sql("messages_fts", "snippet(messages_fts, -1, '>>>', '<<<', '...', 40)")
+# detail='none' trigram tables take no phrase queries: LIKE is how the index serves a substring.
+RAW_TRIGRAM_SQL = f"""
+WITH hits AS (
+  SELECT rowid AS id FROM messages_fts_trigram WHERE content LIKE ? ORDER BY rowid DESC LIMIT 20)
+SELECT h.id, m.session_id, m.role,
+       substr(m.content, max(1, instr(m.content, ?) - 40), 120) AS snippet,
+       m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started, {_CONTEXT_SQL}
+  FROM hits h JOIN messages m ON m.id = h.id JOIN sessions s ON s.id = m.session_id
+ ORDER BY h.id DESC
+"""
+RAW_CJK_SQL = f"""
+WITH hits AS (
+  SELECT rowid AS id, rank FROM messages_fts_cjk
+   WHERE messages_fts_cjk MATCH ? ORDER BY rank LIMIT 20)
+SELECT h.id, m.session_id, m.role,
+       substr(m.content, max(1, instr(m.content, ?) - 40), 120) AS snippet,
+       m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started, {_CONTEXT_SQL}
+  FROM hits h JOIN messages m ON m.id = h.id JOIN sessions s ON s.id = m.session_id
+ ORDER BY h.rank
+"""
+RAW_INSERT_COLUMNS = (
+    "session_id",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_name",
+    "tool_call_id",
+    "timestamp",
+    "token_count",
+    "finish_reason",
+    "reasoning",
+    "message_uid",
+    "tool_call_uids",
+    "tool_call_uid",
+)
+RAW_INSERT_SQL = (
+    f"INSERT INTO messages ({', '.join(RAW_INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in RAW_INSERT_COLUMNS)})"
+)
+_TS = RAW_INSERT_COLUMNS.index("timestamp")
+# The same result as an append: the row and the session's counters, in one transaction.
+RAW_COUNT_SQL = (
+    "UPDATE sessions SET message_count = message_count + ?,"
+    " last_activity_at = MAX(COALESCE(last_activity_at, 0), ?) WHERE id = ?"
+)
+
+# A `hermes sessions list` without the library: the fastest process printing the same rows.
+RAW_LIST_SCRIPT = f"""
+import sqlite3, sys
+c = sqlite3.connect('file:' + sys.argv[1] + '?mode=ro', uri=True)
+for r in c.execute({RAW_LIST_SQL!r}):
+    p = ' '.join(str(r[8] or '').split())
+    print(r[0], r[3] or p[:60], r[1], r[2], r[5], (r[6] or 0) + (r[7] or 0), r[9], sep='  ')
+"""
+
+
+class Unavailable(Exception):
+    """The module an operation measures is not in the tree (yet)."""
+
+
+def need(module: str, *names: str) -> Any:
+    """Import module (and check it has names) or raise Unavailable; return the module."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            raise Unavailable(f"{module} is missing") from exc
+        raise
+    missing = [n for n in names if not hasattr(mod, n)]
+    if missing:
+        raise Unavailable(f"{module} has no {', '.join(missing)}")
+    return mod
+
+
+@dataclass(frozen=True)
+class Target:
+    """A SPEC §18 target: its wording and the check on the measured value."""
+
+    text: str
+    check: Callable[[float], bool] = field(repr=False)
+
+
+@dataclass
+class Row:
+    """One line of the results table."""
+
+    name: str
+    unit: str  # unit of ours/raw: "ms", "msgs/s", "MB/s", "x text"
+    ours: float | None = None
+    raw: float | None = None
+    ratio: float | None = None  # ours time / raw time (or size / text): > 1 = slower / bigger
+    target: str = "—"
+    measured: str = ""
+    passed: bool | None = None
+    status: str = "ok"  # ok | unavailable | error
+    note: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+    op: str = ""  # the OPERATIONS key
+    measured_at: str = ""
+    load_avg: float | None = None  # 1-minute load average around the measurement
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the row as JSON-ready data."""
+        return asdict(self)
+
+
+@dataclass
+class Context:
+    """Everything an operation needs: the store, scratch space and the repetition counts."""
+
+    n: int
+    seed: int
+    home: Path
+    repeat: int
+    heavy_repeat: int
+    work: Path
+    single_home: Path | None = None
+    python: str = sys.executable
+
+    @property
+    def db(self) -> Path:
+        """Path of the generated store."""
+        return self.home / "state.db"
+
+    def env(self, home: Path | None = None) -> dict[str, str]:
+        """Environment for child processes: the repo importable, HERMES_HOME at the store."""
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
+        env["HERMES_HOME"] = str(home or self.home)
+        return env
+
+
+# --- timing ---------------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], Any], repeat: int, warmup: int = 1) -> list[float]:
+    """Return the wall times (s) of repeat calls of fn, after warmup untimed calls."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def timed_process(argv: list[str], env: dict[str, str], repeat: int) -> list[float]:
+    """Return the wall times (s) of repeat runs of a process (one untimed warm-up run)."""
+
+    def run() -> None:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(argv[1:4])} exited {proc.returncode}: {proc.stderr[-400:]}"
+            )
+
+    return timed(run, repeat)
+
+
+def median_ms(samples: list[float]) -> float:
+    """Return the median of samples in milliseconds."""
+    return statistics.median(samples) * 1000.0
+
+
+def ratio(ours: float | None, raw: float | None) -> float | None:
+    """Return ours / raw, or None when either is missing or raw is zero."""
+    if ours is None or raw is None or raw == 0:
+        return None
+    return ours / raw
+
+
+@contextlib.contextmanager
+def read_store(path: Path) -> Iterator[Store]:
+    """Open the store read-only for the length of a block."""
+    store = open_store(path, read_only=True)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def copy_store(src: Path, dst: Path) -> None:
+    """Copy a closed store file (no connection of this process may have it open)."""
+    if is_open_in_process(src):
+        raise RuntimeError(f"refusing to copy {src}: this process has it open")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(dst) + suffix)
+    shutil.copyfile(src, dst)
+
+
+def remove_store(path: Path) -> None:
+    """Delete a scratch store and its sidecars."""
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(path) + suffix)
+
+
+def ms_row(name: str, ours: list[float], raw: list[float] | None, target: Target | None) -> Row:
+    """Build a row from time samples; the target applies to our median in ms."""
+    o = median_ms(ours)
+    r = median_ms(raw) if raw else None
+    row = Row(name, "ms", round(o, 3), None if r is None else round(r, 3), ratio(o, r))
+    row.measured = f"{o:.1f} ms"
+    if target:
+        row.target = target.text
+        row.passed = target.check(o)
+    row.details = {"ours_s": ours, "raw_s": raw or []}
+    return row
+
+
+# --- operations -----------------------------------------------------------------------------
+
+
+def op_list_library(ctx: Context) -> Row:
+    """sessions.list_sessions (20 rows with preview and last_active) vs the minimal SQL."""
+    sessions = need("hermes_state.sessions", "list_sessions", "make_preview")
+    with read_store(ctx.db) as store:
+        ours = timed(lambda: sessions.list_sessions(store, limit=20), ctx.repeat)
+        conn = store.conn
+
+        def raw() -> list[tuple]:
+            out = []
+            for r in conn.execute(RAW_LIST_SQL):
+                out.append((r[0], sessions.make_preview(r[8]), r[9]))
+            return out
+
+        raw_s = timed(raw, ctx.repeat)
+        got = [r["id"] for r in sessions.list_sessions(store, limit=20)]
+        want = [r[0] for r in raw()]
+    row = ms_row("sessions list (library)", ours, raw_s, Target("≤ 10 ms", lambda v: v <= 10))
+    row.note = "same 20 rows" if got == want else "rows differ from raw SQL"
+    return row
+
+
+def op_list_process(ctx: Context) -> Row:
+    """A whole `hermes sessions list` process vs a python process running the raw SQL."""
+    need("hermes_cli.main", "main")
+    env = ctx.env()
+    runs = max(STARTUP_MIN_RUNS, ctx.repeat)
+    ours = timed_process([ctx.python, "-m", "hermes_cli", "sessions", "list"], env, runs)
+    raw = timed_process([ctx.python, "-c", RAW_LIST_SCRIPT, str(ctx.db)], env, runs)
+    row = ms_row(
+        "hermes sessions list (process)", ours, raw, Target("≤ 150 ms", lambda v: v <= 150)
+    )
+    row.note = "raw = python -c with sqlite3 + the raw list SQL"
+    return row
+
+
+def _match_count(conn: sqlite3.Connection, table: str, expr: str) -> int:
+    return int(
+        conn.execute(f"SELECT COUNT(*) FROM {table} WHERE {table} MATCH ?", (expr,)).fetchone()[0]
+    )
+
+
+def _search_row(
+    ctx: Context,
+    name: str,
+    query: str,
+    raw_sql: str,
+    raw_params: tuple[Any, ...],
+    target: Target | None,
+    count: Callable[[sqlite3.Connection], int] | None = None,
+) -> Row:
+    search = need("hermes_state.search", "search_messages")
+    with read_store(ctx.db) as store:
+        conn = store.conn
+        ours = timed(lambda: search.search_messages(store, query, limit=20), ctx.repeat)
+        raw = timed(lambda: conn.execute(raw_sql, raw_params).fetchall(), ctx.repeat)
+        result = search.search_messages(store, query, limit=20)
+        raw_ids = [r[0] for r in conn.execute(raw_sql, raw_params)]
+        total = int(conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+        matches = count(conn) if count else None
+    row = ms_row(name, ours, raw, target)
+    row.details.update(
+        query=query,
+        hits=len(result),
+        route=getattr(result, "route", None),
+        ordering=getattr(result, "ordering", None),
+        matching_rows=matches,
+        matching_share=None if matches is None else round(matches / max(1, total), 4),
+    )
+    share = "" if matches is None else f", matches {matches:,} rows ({matches / max(1, total):.1%})"
+    same = [h["id"] for h in result] == raw_ids
+    row.details["same_ids_as_raw"] = same
+    row.note = (
+        f"q={query!r}: {len(result)} hits via {row.details['route']}/{row.details['ordering']}"
+        + share
+        + ("; same hits as raw" if same else "; hits differ from raw (ordering)")
+    )
+    return row
+
+
+def op_search_selective(ctx: Context) -> Row:
+    """Word search for a rare term vs raw FTS5 ORDER BY rank + snippet + context."""
+    q = gen.SELECTIVE_TERM
+    target = Target("≤ 30 ms and ≤ 1.5× raw", lambda v: v <= 30)
+    row = _search_row(
+        ctx,
+        "word search, selective",
+        q,
+        RAW_WORD_SQL,
+        (q,),
+        target,
+        lambda c: _match_count(c, "messages_fts", q),
+    )
+    if row.ratio is not None and row.passed is not None:
+        row.passed = row.passed and row.ratio <= 1.5
+        row.measured = f"{row.ours:.1f} ms, {row.ratio:.2f}× raw"
+    return row
+
+
+def op_search_common(ctx: Context) -> Row:
+    """Word search for a term in ~half the rows vs raw FTS5 ORDER BY rank (ranks every match)."""
+    q = gen.COMMON_TERM
+    return _search_row(
+        ctx,
+        "word search, common term",
+        q,
+        RAW_WORD_SQL,
+        (q,),
+        Target("≤ 30 ms", lambda v: v <= 30),
+        lambda c: _match_count(c, "messages_fts", q),
+    )
+
+
+def op_search_substring(ctx: Context) -> Row:
+    """Substring search (trigram route) vs a raw trigram LIKE lookup."""
+    q = gen.SUBSTRING_QUERY
+    return _search_row(
+        ctx,
+        "substring search",
+        q,
+        RAW_TRIGRAM_SQL,
+        (f"%{q}%", q),
+        None,
+    )
+
+
+def op_search_cjk(ctx: Context) -> Row:
+    """CJK 2-character search vs raw MATCH on the CJK bigram index."""
+    q = gen.CJK_QUERY
+    return _search_row(
+        ctx,
+        "CJK 2-char search",
+        q,
+        RAW_CJK_SQL,
+        (f'"{q}"', q),
+        Target("≤ 50 ms", lambda v: v <= 50),
+        lambda c: _match_count(c, "messages_fts_cjk", f'"{q}"'),
+    )
+
+
+def _append_payload(seed: int, count: int) -> list[dict[str, Any]]:
+    """Return count realistic messages (seeded) for the append benchmarks."""
+    import random
+
+    rng = random.Random(seed)
+    conv = gen.Conversation(rng, gen.TextMaker(rng), gen.END_TS + 86400)
+    return conv.turns(count)
+
+
+def _raw_insert_rows(session_id: str, msgs: list[dict[str, Any]]) -> list[tuple]:
+    """Return plain INSERT parameters for msgs (JSON fields as text, like the library stores)."""
+    rows = []
+    for m in msgs:
+        vals = []
+        for c in RAW_INSERT_COLUMNS:
+            v = session_id if c == "session_id" else m.get(c)
+            if isinstance(v, list | dict):
+                v = json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+            vals.append(v)
+        rows.append(tuple(vals))
+    return rows
+
+
+def _work_copy(ctx: Context, name: str) -> Path:
+    dst = ctx.work / name / "state.db"
+    copy_store(ctx.db, dst)
+    return dst
+
+
+def _alternate(
+    rounds: int, ours: Callable[[int], None], raw: Callable[[int], None]
+) -> tuple[float, float]:
+    """Time ours and raw in alternating rounds after one untimed round each; return the sums."""
+    ours(-1)
+    raw(-1)
+    o = r = 0.0
+    for i in range(rounds):
+        t0 = time.perf_counter()
+        ours(i)
+        o += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        raw(i)
+        r += time.perf_counter() - t0
+    return o, r
+
+
+def _append_race(
+    ctx: Context, chunks: list[list[dict[str, Any]]], ours_step: Callable[..., None], batched: bool
+) -> tuple[float, float]:
+    """Append the same chunks through the library and through raw SQL on one work copy."""
+    sessions = need("hermes_state.sessions", "create_session")
+    db = _work_copy(ctx, "append")
+    try:
+        store = open_store(db)
+        conn = sqlite3.connect(db, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous=NORMAL")
+            for sid in ("bench_ours", "bench_raw"):
+                sessions.create_session(store, sid, "cli", started_at=gen.END_TS)
+            raw_chunks = [_raw_insert_rows("bench_raw", c) for c in chunks]
+
+            def raw_step(i: int) -> None:
+                rows = raw_chunks[i + 1]
+                if batched:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.executemany(RAW_INSERT_SQL, rows)
+                    conn.execute(RAW_COUNT_SQL, (len(rows), rows[-1][_TS], "bench_raw"))
+                    conn.execute("COMMIT")
+                    return
+                for r in rows:
+                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(RAW_INSERT_SQL, r)
+                    conn.execute(RAW_COUNT_SQL, (1, r[_TS], "bench_raw"))
+                    conn.execute("COMMIT")
+
+            return _alternate(len(chunks) - 1, lambda i: ours_step(store, chunks[i + 1]), raw_step)
+        finally:
+            conn.close()
+            store.close()
+    finally:
+        remove_store(db)
+
+
+def op_append_single(ctx: Context) -> Row:
+    """append_message in a loop (a transaction each) vs INSERT + counter UPDATE per transaction."""
+    messages = need("hermes_state.messages", "append_message")
+    step = APPEND_SINGLE_COUNT // 10
+    msgs = _append_payload(ctx.seed, APPEND_SINGLE_COUNT + step)
+    chunks = [msgs[i : i + step] for i in range(0, len(msgs), step)]
+
+    def ours(store: Store, chunk: list[dict[str, Any]]) -> None:
+        for m in chunk:
+            fields = {k: v for k, v in m.items() if k not in ("role", "content")}
+            messages.append_message(store, "bench_ours", m["role"], m["content"], **fields)
+
+    o, r = _append_race(ctx, chunks, ours, batched=False)
+    n = APPEND_SINGLE_COUNT
+    row = Row("single appends", "msgs/s", round(n / o), round(n / r), ratio(o, r))
+    row.target = "≥ 3,000/s"
+    row.passed = n / o >= 3000
+    row.measured = f"{n / o:,.0f}/s"
+    row.note = f"{n} appends in rounds alternating with raw INSERT + counter UPDATE per transaction"
+    row.details = {"messages": n, "ours_s": o, "raw_s": r}
+    return row
+
+
+def op_append_batched(ctx: Context) -> Row:
+    """append_messages in batches of 1000 vs executemany + counter UPDATE per transaction."""
+    messages = need("hermes_state.messages", "append_messages")
+    total = APPEND_BATCH_SIZE * APPEND_BATCHES
+    msgs = _append_payload(ctx.seed + 1, total + APPEND_BATCH_SIZE)
+    chunks = [msgs[i : i + APPEND_BATCH_SIZE] for i in range(0, len(msgs), APPEND_BATCH_SIZE)]
+
+    def ours(store: Store, chunk: list[dict[str, Any]]) -> None:
+        messages.append_messages(store, "bench_ours", chunk)
+
+    o, r = _append_race(ctx, chunks, ours, batched=True)
+    row = Row("batched appends", "msgs/s", round(total / o), round(total / r), ratio(o, r))
+    row.target = "≥ 30,000 msgs/s"
+    row.passed = total / o >= 30_000
+    row.measured = f"{total / o:,.0f} msgs/s"
+    row.note = (
+        f"{APPEND_BATCHES} batches of {APPEND_BATCH_SIZE}, alternating with raw"
+        " executemany + counter UPDATE per batch"
+    )
+    row.details = {"messages": total, "ours_s": o, "raw_s": r}
+    return row
+
+
+def _metered(ctx: Context, mode: str, db: Path, dest: Path) -> dict[str, Any]:
+    """Run an export child under a meter process; return its numbers and peak RSS."""
+    argv = [
+        ctx.python,
+        str(Path(__file__).resolve()),
+        "--child",
+        "meter",
+        "--",
+        ctx.python,
+        str(Path(__file__).resolve()),
+        "--child",
+        mode,
+        str(db),
+        str(dest),
+    ]
+    proc = subprocess.run(argv, env=ctx.env(db.parent), capture_output=True, text=True)
+    with contextlib.suppress(FileNotFoundError):
+        dest.unlink()
+    if proc.returncode != 0:
+        raise RuntimeError(f"export child ({mode}) failed: {proc.stderr[-600:]}")
+    return json.loads(proc.stdout)
+
+
+def _export_row(ctx: Context, name: str, home: Path, rss_limit_mb: float | None) -> Row:
+    need("hermes_state.portability", "export_all", "write_jsonl")
+    db = home / "state.db"
+    dest = ctx.work / "export.jsonl"
+    ctx.work.mkdir(parents=True, exist_ok=True)
+    ours = [_metered(ctx, "export-lib", db, dest) for _ in range(ctx.heavy_repeat)]
+    raw = [_metered(ctx, "export-raw", db, dest) for _ in range(ctx.heavy_repeat)]
+    o_s = statistics.median(r["seconds"] for r in ours)
+    r_s = statistics.median(r["seconds"] for r in raw)
+    n = ours[0]["messages"]
+    rss = max(r["maxrss_kb"] for r in ours) / 1024
+    raw_rss = max(r["maxrss_kb"] for r in raw) / 1024
+    row = Row(name, "msgs/s", round(n / o_s), round(n / r_s), ratio(o_s, r_s))
+    ok = n / o_s >= 50_000
+    row.target = "≥ 50,000 msgs/s"
+    row.measured = f"{n / o_s:,.0f} msgs/s"
+    if rss_limit_mb is not None:
+        row.target += f", RSS < {rss_limit_mb:.0f} MB"
+        row.measured += f", RSS {rss:.0f} MB"
+        ok = ok and rss < rss_limit_mb
+    row.passed = ok
+    row.note = f"{n:,} messages; peak RSS ours {rss:.0f} MB, raw {raw_rss:.0f} MB"
+    row.details = {"ours": ours, "raw": raw, "peak_rss_mb": rss, "raw_peak_rss_mb": raw_rss}
+    return row
+
+
+def op_export_all(ctx: Context) -> Row:
+    """export_all + write_jsonl of the whole store vs a raw SELECT + json.dumps stream."""
+    return _export_row(ctx, "export all (JSONL)", ctx.home, None)
+
+
+def op_export_single(ctx: Context) -> Row:
+    """Export of one 200,000-message session: throughput and flat memory."""
+    need("hermes_state.portability", "export_all", "write_jsonl")
+    if ctx.single_home is None:
+        raise Unavailable("no single-session store")
+    count = (gen.read_meta(ctx.single_home) or {}).get("messages", 0)
+    return _export_row(ctx, f"export 1 session of {count:,}", ctx.single_home, 100)
+
+
+def op_backup(ctx: Context) -> Row:
+    """backup.create_backup of the profile home vs shutil.copyfile of state.db."""
+    backup = need("hermes_state.backup", "create_backup")
+    size = os.stat(ctx.db).st_size
+    out_dir = ctx.work / "backup"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counter = iter(range(1_000_000))
+
+    def ours() -> None:
+        dest = out_dir / f"bench-{next(counter)}.zip"
+        backup.create_backup(ctx.home, dest, keep=1_000_000)
+        dest.unlink()
+
+    def raw() -> None:
+        dest = out_dir / "copy.db"
+        copy_store(ctx.db, dest)
+        dest.unlink()
+
+    def raw_durable() -> None:
+        # The archive is fsynced; a copy made as durable is the fairer second baseline.
+        dest = out_dir / "copy.db"
+        copy_store(ctx.db, dest)
+        fd = os.open(dest, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dest.unlink()
+
+    try:
+        o = timed(ours, ctx.heavy_repeat, warmup=0)
+        r = timed(raw, ctx.heavy_repeat, warmup=1)
+        rd = timed(raw_durable, ctx.heavy_repeat, warmup=0)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    o_s, r_s = statistics.median(o), statistics.median(r)
+    row = Row(
+        "backup", "MB/s", round(size / MB / o_s, 1), round(size / MB / r_s, 1), ratio(o_s, r_s)
+    )
+    share = r_s / o_s
+    row.target = "≥ 50 % of file copy"
+    row.passed = share >= 0.5
+    row.measured = f"{share:.0%} of copy speed"
+    durable = statistics.median(rd) / o_s
+    row.note = (
+        f"state.db {size / MB:,.0f} MB; raw = shutil.copyfile"
+        f" ({durable:.0%} of copyfile+fsync speed)"
+    )
+    row.details = {"db_bytes": size, "ours_s": o, "raw_s": r, "raw_fsync_s": rd}
+    return row
+
+
+def op_recover(ctx: Context) -> Row:
+    """recover.recover of a healthy store vs VACUUM INTO (the plain SQL copy of every row)."""
+    recover = need("hermes_state.recover", "recover")
+    out_dir = ctx.work / "recover"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    counter = iter(range(1_000_000))
+    reports: list[Any] = []
+
+    def ours() -> None:
+        target = out_dir / f"recovered-{next(counter)}.db"
+        reports.append(recover.recover(ctx.db, target))
+        remove_store(target)
+
+    def raw() -> None:
+        target = out_dir / "vacuum.db"
+        remove_store(target)
+        conn = sqlite3.connect(gen_ro_uri(ctx.db), uri=True)
+        try:
+            conn.execute("VACUUM INTO ?", (str(target),))
+        finally:
+            conn.close()
+        remove_store(target)
+
+    try:
+        o = timed(ours, ctx.heavy_repeat, warmup=0)
+        r = timed(raw, ctx.heavy_repeat, warmup=0)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    row = ms_row("recover (healthy store)", o, r, None)
+    row.unit = "ms"
+    verified = getattr(reports[-1], "verified", None) if reports else None
+    row.note = f"raw = VACUUM INTO; report verified={verified}"
+    return row
+
+
+def gen_ro_uri(path: Path) -> str:
+    """Return the read-only URI of a store."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
+def op_prune_optimize(ctx: Context) -> Row:
+    """prune_sessions + optimize(vacuum) on a copy vs raw DELETEs + FTS optimize + VACUUM."""
+    maintenance = need("hermes_state.maintenance", "prune_sessions", "optimize")
+    cutoff = gen.END_TS - PRUNE_IDLE_DAYS * 86400
+    results: list[Any] = []
+    o_samples, r_samples = [], []
+    for _ in range(ctx.heavy_repeat):
+        db = _work_copy(ctx, "prune-ours")
+        try:
+            store = open_store(db)
+            try:
+                t0 = time.perf_counter()
+                pr = maintenance.prune_sessions(store, PRUNE_IDLE_DAYS, now=gen.END_TS)
+                opt = maintenance.optimize(store, vacuum=True)
+                o_samples.append(time.perf_counter() - t0)
+                results.append((pr, opt))
+            finally:
+                store.close()
+        finally:
+            remove_store(db)
+        db = _work_copy(ctx, "prune-raw")
+        try:
+            r_samples.append(_raw_prune(db, cutoff))
+        finally:
+            remove_store(db)
+    row = ms_row("prune + optimize (copy)", o_samples, r_samples, None)
+    pr, opt = results[-1]
+    row.note = (
+        f"pruned {pr.sessions:,} sessions / {pr.messages:,} messages; "
+        f"db {opt.db_bytes_before / MB:,.0f} → {opt.db_bytes_after / MB:,.0f} MB"
+    )
+    row.details.update(prune=_plain(pr), optimize=_plain(opt))
+    return row
+
+
+def _plain(obj: Any) -> Any:
+    """Return a dataclass result as JSON-ready data (best effort)."""
+    with contextlib.suppress(TypeError):
+        d = asdict(obj)
+        d.pop("session_ids", None)
+        return json.loads(json.dumps(d, default=str))
+    return str(obj)
+
+
+def _raw_prune(db: Path, cutoff: float) -> float:
+    """Delete what the prune deletes with plain SQL, optimise the FTS indexes, VACUUM; time it."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        t0 = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "CREATE TEMP TABLE doomed AS SELECT id, parent_session_id FROM sessions"
+            " WHERE ended_at IS NOT NULL AND pinned = 0"
+            " AND COALESCE(last_activity_at, ended_at, started_at) < ?",
+            (cutoff,),
+        )
+        conn.execute(
+            "UPDATE sessions SET parent_session_id = (SELECT d.parent_session_id FROM doomed d"
+            " WHERE d.id = sessions.parent_session_id)"
+            " WHERE parent_session_id IN (SELECT id FROM doomed)"
+        )
+        conn.execute("DELETE FROM messages WHERE session_id IN (SELECT id FROM doomed)")
+        conn.execute("DELETE FROM session_model_usage WHERE session_id IN (SELECT id FROM doomed)")
+        conn.execute("DELETE FROM sessions WHERE id IN (SELECT id FROM doomed)")
+        conn.execute("COMMIT")
+        for table in ("messages_fts", "messages_fts_trigram", "messages_fts_cjk"):
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+        conn.execute("VACUUM")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return time.perf_counter() - t0
+    finally:
+        conn.close()
+
+
+def _startup_row(ctx: Context, name: str, flag: str, target: Target | None) -> Row:
+    need("hermes_cli.main", "main")
+    env = ctx.env()
+    runs = max(STARTUP_MIN_RUNS, ctx.repeat)
+    ours = timed_process([ctx.python, "-m", "hermes_cli", flag], env, runs)
+    raw = timed_process([ctx.python, "-c", "pass"], env, runs)
+    row = ms_row(name, ours, raw, target)
+    row.note = f"median of {runs}; raw = python -c pass"
+    return row
+
+
+def op_startup_help(ctx: Context) -> Row:
+    """`hermes --help` start-up vs `python -c pass`."""
+    return _startup_row(ctx, "hermes --help", "--help", Target("≤ 120 ms", lambda v: v <= 120))
+
+
+def op_startup_version(ctx: Context) -> Row:
+    """`hermes --version` start-up vs `python -c pass`."""
+    return _startup_row(ctx, "hermes --version", "--version", None)
+
+
+def op_store_size(ctx: Context) -> Row:
+    """File size of the store with all its indexes vs the bytes of message text it holds."""
+    db = ctx.db
+    with read_store(db) as store:
+        conn = store.conn
+        text = int(
+            conn.execute(
+                "SELECT COALESCE(SUM(length(CAST(content AS BLOB))), 0) FROM messages"
+            ).fetchone()[0]
+        )
+        all_text = int(
+            conn.execute(
+                "SELECT COALESCE(SUM(COALESCE(length(CAST(content AS BLOB)), 0)"
+                " + COALESCE(length(CAST(tool_calls AS BLOB)), 0)"
+                " + COALESCE(length(CAST(reasoning AS BLOB)), 0)"
+                " + COALESCE(length(CAST(reasoning_details AS BLOB)), 0)), 0) FROM messages"
+            ).fetchone()[0]
+        )
+        objects = [
+            (name, int(size))
+            for name, size in conn.execute(
+                "SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC"
+            )
+        ]
+    size = sum(os.stat(str(db) + s).st_size for s in ("", "-wal") if os.path.exists(str(db) + s))
+    r = size / max(1, text)
+    row = Row("store size / message text", "x text", round(r, 2), None, r)
+    row.target = "≤ 2.5× text"
+    row.passed = r <= 2.5
+    row.measured = f"{r:.2f}×"
+    row.note = (
+        f"{size / MB:,.0f} MB file, {text / MB:,.0f} MB content"
+        f" ({size / max(1, all_text):.2f}× content+tool_calls+reasoning)"
+    )
+    row.details = {
+        "file_bytes": size,
+        "content_bytes": text,
+        "text_columns_bytes": all_text,
+        "objects_bytes": dict(objects[:20]),
+    }
+    return row
+
+
+OPERATIONS: dict[str, Callable[[Context], Row]] = {
+    "list": op_list_library,
+    "list-process": op_list_process,
+    "search-selective": op_search_selective,
+    "search-common": op_search_common,
+    "search-substring": op_search_substring,
+    "search-cjk": op_search_cjk,
+    "append-single": op_append_single,
+    "append-batched": op_append_batched,
+    "export-all": op_export_all,
+    "export-single": op_export_single,
+    "backup": op_backup,
+    "recover": op_recover,
+    "prune-optimize": op_prune_optimize,
+    "startup-help": op_startup_help,
+    "startup-version": op_startup_version,
+    "store-size": op_store_size,
+}
+
+
+def run_operation(name: str, fn: Callable[[Context], Row], ctx: Context) -> Row:
+    """Run one operation; a missing module gives an "unavailable" row, a failure an "error" row."""
+    load = os.getloadavg()[0]
+    try:
+        row = fn(ctx)
+    except Unavailable as exc:
+        row = Row(name, "", status="unavailable", note=str(exc))
+    except Exception as exc:  # one broken operation must not hide the others' numbers
+        row = Row(name, "", status="error", note=f"{type(exc).__name__}: {exc}"[:300])
+    # The CPU is shared: say how busy it was, so a noisy number can be recognised.
+    row.op = name
+    row.measured_at = time.strftime("%Y-%m-%dT%H:%M:%S")
+    row.load_avg = round(max(load, os.getloadavg()[0]), 2)
+    return row
+
+
+# --- export children ------------------------------------------------------------------------
+
+
+def child_export_lib(db: str, dest: str) -> dict[str, Any]:
+    """Export every session with the library; return counts and seconds."""
+    from hermes_state.portability import export_all, write_jsonl
+
+    with read_store(Path(db)) as store, open(dest, "w", encoding="utf-8") as fh:
+        t0 = time.perf_counter()
+        counts = write_jsonl(export_all(store), fh)
+        seconds = time.perf_counter() - t0
+    return {"messages": counts.messages, "sessions": counts.sessions, "seconds": seconds}
+
+
+def child_export_raw(db: str, dest: str) -> dict[str, Any]:
+    """Export every session with plain SELECTs and json.dumps; return counts and seconds."""
+    conn = sqlite3.connect(gen_ro_uri(Path(db)), uri=True)
+    dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    n = sessions = 0
+    with open(dest, "w", encoding="utf-8") as fh:
+        t0 = time.perf_counter()
+        scur = conn.execute("SELECT * FROM sessions ORDER BY started_at, id")
+        scols = [d[0] for d in scur.description]
+        for srow in scur.fetchall():
+            head = dumps(dict(zip(scols, srow, strict=True)))
+            fh.write(head[:-1] + ',"messages":[')
+            mcur = conn.execute(
+                "SELECT * FROM messages WHERE session_id = ? ORDER BY id", (srow[0],)
+            )
+            mcols = [d[0] for d in mcur.description]
+            first = True
+            for mrow in mcur:
+                fh.write(("" if first else ",") + dumps(dict(zip(mcols, mrow, strict=True))))
+                first = False
+                n += 1
+            fh.write("]}\n")
+            sessions += 1
+        seconds = time.perf_counter() - t0
+    conn.close()
+    return {"messages": n, "sessions": sessions, "seconds": seconds}
+
+
+def child_meter(argv: list[str]) -> dict[str, Any]:
+    """Run argv as our only child; return its JSON output plus its peak RSS (RUSAGE_CHILDREN)."""
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit(proc.returncode)
+    out = json.loads(proc.stdout)
+    out["maxrss_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return out
+
+
+def child_main(args: list[str]) -> int:
+    """Entry of the internal --child modes."""
+    mode, rest = args[0], args[1:]
+    if mode == "meter":
+        out = child_meter(rest[1:] if rest and rest[0] == "--" else rest)
+    elif mode == "export-lib":
+        out = child_export_lib(rest[0], rest[1])
+    elif mode == "export-raw":
+        out = child_export_raw(rest[0], rest[1])
+    else:
+        raise SystemExit(f"unknown child mode {mode}")
+    print(json.dumps(out))
+    return 0
+
+
+# --- table ----------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "ms":
+        return f"{value:,.2f} ms" if value < 100 else f"{value:,.0f} ms"
+    if unit in ("msgs/s",):
+        return f"{value:,.0f}/s"
+    if unit == "MB/s":
+        return f"{value:,.0f} MB/s"
+    return f"{value:.2f}×"
+
+
+def render_table(rows: list[Row]) -> str:
+    """Return the results as a plain-text table."""
+    head = ("operation", "ours", "raw SQL", "ours/raw", "target", "measured", "result")
+    lines = []
+    for r in rows:
+        if r.status != "ok":
+            lines.append((r.name, "—", "—", "—", r.target, r.note, r.status.upper()))
+            continue
+        res = "—" if r.passed is None else ("PASS" if r.passed else "FAIL")
+        rr = "—" if r.ratio is None or r.unit == "x text" else f"{r.ratio:.2f}"
+        raw = "—" if r.unit == "x text" else _fmt(r.raw, r.unit)
+        lines.append((r.name, _fmt(r.ours, r.unit), raw, rr, r.target, r.measured or "", res))
+    widths = [max(len(str(x[i])) for x in [head, *lines]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
+    out += [fmt.format(*line) for line in lines]
+    notes = [f"  {r.name}: {r.note}" for r in rows if r.status == "ok" and r.note]
+    return "\n".join([*out, "", "notes:", *notes])
+
+
+def merged_rows(out: Path, rows: list[Row], *, partial: bool) -> list[dict[str, Any]]:
+    """Return the rows to store: an --only run replaces its rows in the earlier results file."""
+    fresh = {r.op: r.to_dict() for r in rows}
+    if not partial:
+        return list(fresh.values())
+    try:
+        old = {r.get("op"): r for r in json.loads(out.read_text()).get("rows", [])}
+    except (OSError, ValueError):
+        old = {}
+    both = {**old, **fresh}
+    return [both[op] for op in OPERATIONS if op in both]
+
+
+def environment() -> dict[str, Any]:
+    """Return what the numbers depend on: machine, Python and SQLite."""
+    return {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_avg": os.getloadavg(),
+    }
+
+
+# --- main -----------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, required=True, help="store size N (messages)")
+    p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
+    p.add_argument("--out", type=Path, help="store dir (default bench/out/store-<N>/)")
+    p.add_argument("--reuse", action="store_true", help="keep stores made with the same N+seed")
+    p.add_argument("--repeat", type=int, default=7, help="repetitions of fast operations")
+    p.add_argument(
+        "--heavy-repeat",
+        type=int,
+        help="repetitions of export/backup/recover/prune (default 3, 1 above 300k)",
+    )
+    p.add_argument("--single-messages", type=int, default=SINGLE_SESSION_MESSAGES)
+    p.add_argument("--only", help=f"comma-separated subset of: {', '.join(OPERATIONS)}")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate (or reuse) the stores, run every operation, print the table, write the JSON."""
+    raw_argv = sys.argv[1:] if argv is None else argv
+    if raw_argv[:1] == ["--child"]:
+        return child_main(raw_argv[1:])
+    args = parse_args(raw_argv)
+    only = [s.strip() for s in args.only.split(",")] if args.only else list(OPERATIONS)
+    unknown = [s for s in only if s not in OPERATIONS]
+    if unknown:
+        raise SystemExit(f"unknown operations: {', '.join(unknown)}")
+    home = args.out or gen.default_out(args.messages)
+    t0 = time.perf_counter()
+    print(f"store: {home} ({args.messages:,} messages, seed {args.seed})", file=sys.stderr)
+    result, reused = gen.ensure_store(
+        home,
+        args.messages,
+        args.seed,
+        reuse=args.reuse,
+        progress=gen.progress_printer(args.messages),
+    )
+    generation = {**result.to_dict(), "reused": reused}
+    single = None
+    single_home = None
+    if "export-single" in only:
+        single_home = gen.default_out(args.single_messages, single_session=True)
+        print(f"single-session store: {single_home}", file=sys.stderr)
+        sres, sreused = gen.ensure_store(
+            single_home,
+            args.single_messages,
+            args.seed,
+            single_session=True,
+            reuse=args.reuse,
+            progress=gen.progress_printer(args.single_messages),
+        )
+        single = {**sres.to_dict(), "reused": sreused}
+    heavy = args.heavy_repeat or (3 if args.messages <= 300_000 else 1)
+    ctx = Context(
+        n=args.messages,
+        seed=args.seed,
+        home=home,
+        repeat=max(1, args.repeat),
+        heavy_repeat=max(1, heavy),
+        work=OUT_DIR / f"work-{args.messages}",
+        single_home=single_home,
+    )
+    rows = []
+    for name in only:
+        t = time.perf_counter()
+        row = run_operation(name, OPERATIONS[name], ctx)
+        print(f"  {name}: {row.status} ({time.perf_counter() - t:.1f}s)", file=sys.stderr)
+        rows.append(row)
+    shutil.rmtree(ctx.work, ignore_errors=True)
+    print(f"\nhermes_state benchmark — {args.messages:,} messages, seed {args.seed}")
+    print(
+        f"generation: {result.seconds:,.1f}s{' (reused)' if reused else ''}, "
+        f"{result.sessions:,} sessions, {result.db_bytes / MB:,.0f} MB"
+    )
+    if single:
+        again = " (reused)" if single["reused"] else ""
+        print(f"single-session store: {single['seconds']:,.1f}s{again}")
+    print()
+    print(render_table(rows))
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = OUT_DIR / f"results-{args.messages}.json"
+    doc = {
+        "messages": args.messages,
+        "seed": args.seed,
+        "repeat": ctx.repeat,
+        "heavy_repeat": ctx.heavy_repeat,
+        "environment": environment(),
+        "generation": generation,
+        "single_session_generation": single,
+        "total_seconds": round(time.perf_counter() - t0, 1),
+        "rows": merged_rows(out, rows, partial=args.only is not None),
+    }
+    out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    print(f"\nresults: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
