@@ -55,7 +55,7 @@ import logging
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -679,6 +679,23 @@ def catch_up_cjk(
         conn.executemany(f"INSERT INTO {CJK_TABLE}(rowid, grams) VALUES (?, ?)", docs)
         indexed += len(docs)
         _set_meta(conn, CJK_HIGH_WATER_KEY, hi)
+    return indexed + _drain_pending(conn, max_pending)
+
+
+def _index_new_rows(conn: sqlite3.Connection, rows: Sequence[tuple[int, object, object]]) -> None:
+    """Index rows that directly follow the high-water mark, then drain the queue."""
+    docs = [
+        (row_id, grams) for row_id, content, calls in rows if (grams := _grams_for(content, calls))
+    ]
+    if docs:
+        conn.executemany(f"INSERT INTO {CJK_TABLE}(rowid, grams) VALUES (?, ?)", docs)
+    _set_meta(conn, CJK_HIGH_WATER_KEY, rows[-1][0])
+    _drain_pending(conn, AFTER_APPEND_MAX_PENDING)
+
+
+def _drain_pending(conn: sqlite3.Connection, max_pending: int | None) -> int:
+    """Re-index queued rows (changed by writers other than this library); return how many."""
+    indexed = 0
     limit = -1 if max_pending is None else max_pending
     queued = conn.execute(
         f"SELECT p.id, m.content, m.tool_calls FROM {CJK_PENDING_TABLE} p "
@@ -691,8 +708,14 @@ def catch_up_cjk(
     return indexed
 
 
-def after_append(conn: sqlite3.Connection) -> None:
-    """Bring the CJK index up to date inside an append transaction (bounded catch-up)."""
+def after_append(
+    conn: sqlite3.Connection, new_rows: Sequence[tuple[int, object, object]] | None = None
+) -> None:
+    """Bring the CJK index up to date inside an append transaction (bounded catch-up).
+
+    new_rows, when given, are the (id, content, tool_calls) just inserted, in id order: if they
+    sit right above the high-water mark they are indexed from memory, without re-reading them.
+    """
     try:
         meta = dict(
             conn.execute(
@@ -706,6 +729,9 @@ def after_append(conn: sqlite3.Connection) -> None:
             high_water = int(meta.get(CJK_HIGH_WATER_KEY) or 0)
         except ValueError:
             high_water = 0
+        if new_rows and new_rows[0][0] == high_water + 1:
+            _index_new_rows(conn, new_rows)
+            return
         catch_up_cjk(
             conn,
             max_rows=AFTER_APPEND_MAX_ROWS,

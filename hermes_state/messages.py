@@ -276,7 +276,15 @@ def insert_messages(
     )
     from hermes_state import fts
 
-    fts.after_append(conn)
+    # The CJK index is fed from memory; the texts as stored (lone surrogates removed).
+    content_at, calls_at = _POS["content"], _POS["tool_calls"]
+    fts.after_append(
+        conn,
+        [
+            (i, scrub_surrogates(r[content_at]), scrub_surrogates(r[calls_at]))
+            for i, r in zip(ids, rows, strict=True)
+        ],
+    )
     return ids
 
 

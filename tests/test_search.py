@@ -390,3 +390,9 @@ def test_index_route_over_budget_degrades_to_a_partial_scan(
     assert (ids(result), result.route, result.partial) == ([mid], "scan", True)
     # The progress handler is gone again: plain statements on the connection run unhindered.
     assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+
+
+def test_cjk_word_split_by_a_lone_surrogate_is_indexed_as_stored(store: Store) -> None:
+    mid = add(store, "会議は東\ud800京で")  # stored as 会議は東京で: the surrogate is removed
+    assert ids(search_messages(store, "東京")) == [mid]
+    assert fts.integrity_check(store.conn) == []
