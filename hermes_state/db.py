@@ -37,9 +37,11 @@ class SessionDB:
         """Create a session, or fill in what an earlier writer left empty."""
         return sessions.create_session(self.store, session_id, source, **columns)
 
-    def end_session(self, session_id: str, end_reason: str) -> bool:
+    def end_session(
+        self, session_id: str, end_reason: str, *, ended_at: float | None = None
+    ) -> bool:
         """End a session (the first end wins)."""
-        return sessions.end_session(self.store, session_id, end_reason)
+        return sessions.end_session(self.store, session_id, end_reason, ended_at=ended_at)
 
     def reopen_session(self, session_id: str) -> None:
         """Clear a session's end."""

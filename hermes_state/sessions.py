@@ -114,14 +114,17 @@ def create_session(
     return store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
 
 
-def end_session(store: Store, session_id: str, end_reason: str) -> bool:
+def end_session(
+    store: Store, session_id: str, end_reason: str, *, ended_at: float | None = None
+) -> bool:
     """Mark a session ended (the first end wins); return whether this call ended it."""
+    when = time.time() if ended_at is None else float(ended_at)
 
     def fn(conn: sqlite3.Connection) -> bool:
         _require_session(conn, session_id)
         cur = conn.execute(
             "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
-            (time.time(), end_reason, session_id),
+            (when, end_reason, session_id),
         )
         return cur.rowcount == 1
 
@@ -486,6 +489,7 @@ def record_usage(
     billing_mode: str = "",
     estimated_cost_usd: float = 0.0,
     actual_cost_usd: float | None = None,
+    at: float | None = None,
     **counters: int,
 ) -> None:
     """Add one API call's token counts and cost to the session and its per-model usage row."""
@@ -494,7 +498,7 @@ def record_usage(
         raise TypeError(f"record_usage() got unexpected counters: {', '.join(sorted(unknown))}")
     counts = {c: int(counters.get(c, 0)) for c in USAGE_COUNTERS}
     counts["api_call_count"] = counts["api_call_count"] or 1
-    now = time.time()
+    now = time.time() if at is None else float(at)
 
     def fn(conn: sqlite3.Connection) -> None:
         _require_session(conn, session_id)

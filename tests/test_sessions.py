@@ -488,3 +488,14 @@ def test_session_ids_are_stored_verbatim(db: SessionDB) -> None:
     db.create_session(odd, "cli")
     assert db.get_session(odd)["id"] == odd
     assert db.store.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 1
+
+
+def test_end_session_and_record_usage_take_explicit_times(db) -> None:
+    db.create_session("t1", "cli")
+    assert db.end_session("t1", "user_exit", ended_at=1_700_000_000.5)
+    assert db.get_session("t1")["ended_at"] == 1_700_000_000.5
+    db.record_usage("t1", "m", input_tokens=5, at=1_700_000_100.0)
+    row = db.store.conn.execute(
+        "SELECT first_seen, last_seen FROM session_model_usage WHERE session_id = 't1'"
+    ).fetchone()
+    assert tuple(row) == (1_700_000_100.0, 1_700_000_100.0)
