@@ -248,9 +248,6 @@ def insert_messages(
     conn: sqlite3.Connection, session_id: str, messages: Iterable[Mapping[str, Any]]
 ) -> list[int]:
     """Insert messages into a session inside the caller's transaction; return their ids."""
-    srow = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    if srow is None:
-        raise SessionNotFoundError(f"No session with id {session_id}")
     pending = _PendingUids(conn, session_id)
     now = time.time()
     rows = []
@@ -266,14 +263,19 @@ def insert_messages(
         ts = row[_TIMESTAMP]
         newest = ts if newest is None else max(newest, ts)
     if not rows:
+        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+            raise SessionNotFoundError(f"No session with id {session_id}")
         return []
-    ids = _insert_rows(conn, rows)
-    conn.execute(
+    # The counter update doubles as the existence check: no separate SELECT per append.
+    cur = conn.execute(
         "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?,"
         " tool_call_count = COALESCE(tool_call_count, 0) + ?,"
         " last_activity_at = MAX(COALESCE(last_activity_at, 0), ?) WHERE id = ?",
         (visible, tool_calls, newest, session_id),
     )
+    if cur.rowcount != 1:
+        raise SessionNotFoundError(f"No session with id {session_id}")
+    ids = _insert_rows(conn, rows)
     from hermes_state import fts
 
     # The CJK index is fed from memory; the texts as stored (lone surrogates removed).
