@@ -355,13 +355,30 @@ def _meta(conn: sqlite3.Connection, key: str) -> str | None:
     return None if row is None else row[0]
 
 
-def _meta_int(conn: sqlite3.Connection, key: str) -> int | None:
-    """Return a state_meta value as an integer (None when absent or not a number)."""
-    value = _meta(conn, key)
+def _metas(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, str]:
+    """Return the state_meta values of keys that are present, in one statement."""
+    try:
+        rows = conn.execute(
+            f"SELECT key, value FROM state_meta WHERE key IN ({', '.join('?' * len(keys))})",
+            tuple(keys),
+        ).fetchall()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return {}
+        raise
+    return {k: v for k, v in rows}
+
+
+def _as_int(value: str | None) -> int | None:
     try:
         return None if value is None else int(value)
     except ValueError:
         return None
+
+
+def _meta_int(conn: sqlite3.Connection, key: str) -> int | None:
+    """Return a state_meta value as an integer (None when absent or not a number)."""
+    return _as_int(_meta(conn, key))
 
 
 def _set_meta(conn: sqlite3.Connection, key: str, value: object) -> None:
@@ -412,12 +429,13 @@ def status(conn: sqlite3.Connection) -> FtsStatus:
     pending = 0
     if current:
         pending = int(conn.execute(f"SELECT count(*) FROM {CJK_PENDING_TABLE}").fetchone()[0])
+    meta = _metas(conn, (STALE_KEY, HIGH_WATER_KEY, PROGRESS_KEY, CJK_HIGH_WATER_KEY))
     return FtsStatus(
         installed=current,
-        stale=_meta(conn, STALE_KEY) is not None,
-        high_water=_meta_int(conn, HIGH_WATER_KEY),
-        progress=_meta_int(conn, PROGRESS_KEY),
-        cjk_high_water=_meta_int(conn, CJK_HIGH_WATER_KEY),
+        stale=meta.get(STALE_KEY) is not None,
+        high_water=_as_int(meta.get(HIGH_WATER_KEY)),
+        progress=_as_int(meta.get(PROGRESS_KEY)),
+        cjk_high_water=_as_int(meta.get(CJK_HIGH_WATER_KEY)),
         cjk_pending=pending,
         max_id=_max_id(conn),
     )

@@ -420,14 +420,20 @@ def _probe(conn: sqlite3.Connection, table: str, match: str, cap: int) -> int:
     ).fetchone()[0]
 
 
-def _rank_affordable(conn: sqlite3.Connection, table: str, phrases: Sequence[str]) -> bool:
-    """Tell whether BM25 stays cheap: its IDF step reads every match of every phrase."""
+def _rank_affordable(
+    conn: sqlite3.Connection, table: str, phrases: Sequence[str]
+) -> list[int] | None:
+    """Return each phrase's match count if BM25 stays cheap (its IDF step reads every match of
+    every phrase), else None."""
     budget = RANK_DOCLIST_BUDGET
+    counts = []
     for phrase in phrases:
-        budget -= _probe(conn, table, phrase, budget + 1)
+        n = _probe(conn, table, phrase, budget + 1)
+        budget -= n
         if budget < 0:
-            return False
-    return True
+            return None
+        counts.append(n)
+    return counts
 
 
 def _index_ids(
@@ -452,14 +458,18 @@ def _index_ids(
     if sort == "oldest":
         rows = conn.execute(f"{base} ORDER BY {table}.rowid ASC LIMIT ?", (*params, need))
         return [r[0] for r in rows], "oldest"
-    if sort == "newest" or phrases is None or not _rank_affordable(conn, table, phrases):
+    counts = None if sort == "newest" or phrases is None else _rank_affordable(conn, table, phrases)
+    if counts is None:
         # BM25 over a huge doclist costs ~1 s at 1 M rows; the newest matches cost ~1 ms.
         rows = conn.execute(f"{base} ORDER BY {table}.rowid DESC LIMIT ?", (*params, need))
         return [r[0] for r in rows], "newest"
-    count = conn.execute(
-        f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {match_sql} LIMIT ?)",
-        (*match_params, RANK_CANDIDATES + 1),
-    ).fetchone()[0]
+    if len(counts) == 1 and tuple(match_params) == (phrases[0],):
+        count = counts[0]  # the query is that one phrase: its probe already counted it
+    else:
+        count = conn.execute(
+            f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {match_sql} LIMIT ?)",
+            (*match_params, RANK_CANDIDATES + 1),
+        ).fetchone()[0]
     if count <= RANK_CANDIDATES:
         rows = conn.execute(f"{base} ORDER BY {table}.rank LIMIT ?", (*params, need))
         return [r[0] for r in rows], "rank"
