@@ -177,3 +177,19 @@ def test_no_errors_log_when_nothing_is_logged(demo: Path, hermes_home: Path) -> 
     assert child("-p", "demo", "sessions", "list").returncode == 0
     assert not (hermes_home / "logs").exists()
     assert not (demo.parent / "logs").exists()
+
+
+def test_installed_console_script_runs_with_the_profile_flag_anywhere(demo: Path) -> None:
+    script = Path(sys.executable).parent / "hermes"
+    if not script.exists():
+        pytest.skip("the hermes console script is not installed next to this interpreter")
+    version = subprocess.run([str(script), "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith("hermes ")
+    listed = subprocess.run(
+        [str(script), "sessions", "list", "--json", "-p", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)["sessions"]) == 12
