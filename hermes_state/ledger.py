@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from hermes_state.connection import Store
-from hermes_state.errors import HermesStateError, SessionNotFoundError
+from hermes_state.errors import HermesStateError
+from hermes_state.sessions import require_session_in
 
 EXECUTION_KINDS = frozenset({"cron", "child", "compute", "kanban"})
 OUTCOMES = frozenset({"completed", "interrupted", "rejected", "failed", "cancelled"})
@@ -248,11 +249,6 @@ def _load_execution(conn: sqlite3.Connection, execution_id: str) -> Execution:
     return _execution(row)
 
 
-def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
-    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-        raise SessionNotFoundError(f"No session with id {session_id}")
-
-
 def epoch_in(conn: sqlite3.Connection) -> int:
     """Return the current owner epoch (0 before any owner has started)."""
     row = conn.execute("SELECT epoch FROM runtime_epoch WHERE singleton = 1").fetchone()
@@ -328,7 +324,7 @@ def admit(store: Store, session_id: str, request_id: str, payload: Mapping[str, 
     admission_id = f"adm_{uuid.uuid4().hex}"
 
     def fn(conn: sqlite3.Connection) -> Admission:
-        _require_session(conn, session_id)
+        require_session_in(conn, session_id)
         row = conn.execute(
             f"SELECT {_ADMISSION_COLS} FROM session_admissions"
             " WHERE session_id = ? AND request_id = ?",
@@ -455,7 +451,7 @@ def register_execution(
 
     def fn(conn: sqlite3.Connection) -> Execution:
         _require_epoch(conn, epoch)
-        _require_session(conn, session_id)
+        require_session_in(conn, session_id)
         row = conn.execute(
             f"SELECT {_EXECUTION_COLS} FROM worker_executions WHERE execution_id = ?",
             (execution_id,),

@@ -15,7 +15,6 @@ from hermes_state.compression import COMPRESSION_END_REASON, successor_in
 from hermes_state.connection import WRITE_PATIENCE_S, Store
 from hermes_state.errors import (
     LedgerBusyError,
-    SessionNotFoundError,
     StoreBusyError,
     StoreCorruptError,
     StoreLockedError,
@@ -28,6 +27,7 @@ from hermes_state.ledger import (
     open_work_in,
 )
 from hermes_state.messages import clear_messages_in
+from hermes_state.sessions import require_session_in
 
 CHUNK = 900  # bound on SQL variables per IN-list (SQLite's historical limit is 999)
 DAY_S = 86400.0
@@ -40,11 +40,6 @@ def _chunks(ids: Sequence[str], size: int = CHUNK) -> Iterable[list[str]]:
 
 def _marks(ids: Sequence[Any]) -> str:
     return ", ".join("?" for _ in ids)
-
-
-def _require(conn: sqlite3.Connection, session_id: str) -> None:
-    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-        raise SessionNotFoundError(f"No session with id {session_id}")
 
 
 def _refuse_if_busy(conn: sqlite3.Connection, session_id: str) -> None:
@@ -156,7 +151,7 @@ def clear_messages(store: Store, session_id: str) -> int:
     """
 
     def fn(conn: sqlite3.Connection) -> int:
-        _require(conn, session_id)
+        require_session_in(conn, session_id)
         _refuse_if_busy(conn, session_id)
         delete_terminal_in(conn, [session_id])
         return clear_messages_in(conn, session_id)
@@ -172,7 +167,7 @@ def delete_session(store: Store, session_id: str) -> int:
     """
 
     def fn(conn: sqlite3.Connection) -> int:
-        _require(conn, session_id)
+        require_session_in(conn, session_id)
         _refuse_if_busy(conn, session_id)
         return _delete_in(conn, [session_id]).messages
 

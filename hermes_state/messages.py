@@ -263,8 +263,9 @@ def insert_messages(
         ts = row[_TIMESTAMP]
         newest = ts if newest is None else max(newest, ts)
     if not rows:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
-            raise SessionNotFoundError(f"No session with id {session_id}")
+        from hermes_state.sessions import require_session_in
+
+        require_session_in(conn, session_id)
         return []
     # The counter update doubles as the existence check: no separate SELECT per append.
     cur = conn.execute(

@@ -121,7 +121,7 @@ def end_session(
     when = time.time() if ended_at is None else float(ended_at)
 
     def fn(conn: sqlite3.Connection) -> bool:
-        _require_session(conn, session_id)
+        require_session_in(conn, session_id)
         cur = conn.execute(
             "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
             (when, end_reason, session_id),
@@ -135,7 +135,7 @@ def reopen_session(store: Store, session_id: str) -> None:
     """Clear a session's end so it can receive messages again."""
 
     def fn(conn: sqlite3.Connection) -> None:
-        _require_session(conn, session_id)
+        require_session_in(conn, session_id)
         conn.execute(
             "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?", (session_id,)
         )
@@ -143,7 +143,8 @@ def reopen_session(store: Store, session_id: str) -> None:
     store.write(fn)
 
 
-def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+def require_session_in(conn: sqlite3.Connection, session_id: str) -> None:
+    """Raise SessionNotFoundError unless the session exists (inside the caller's transaction)."""
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
         raise SessionNotFoundError(f"No session with id {session_id}")
 
@@ -241,7 +242,7 @@ def set_session_title(
     clean = sanitize_title(title)
 
     def fn(conn: sqlite3.Connection) -> str | None:
-        _require_session(conn, session_id)
+        require_session_in(conn, session_id)
         if clean is not None:
             holder = conn.execute(
                 "SELECT id FROM sessions WHERE title = ? AND id <> ?", (clean, session_id)
@@ -501,7 +502,7 @@ def record_usage(
     now = time.time() if at is None else float(at)
 
     def fn(conn: sqlite3.Connection) -> None:
-        _require_session(conn, session_id)
+        require_session_in(conn, session_id)
         sets = ", ".join(f"{c} = COALESCE({c}, 0) + ?" for c in USAGE_COUNTERS)
         conn.execute(
             f"UPDATE sessions SET {sets}, "
