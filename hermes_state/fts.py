@@ -595,11 +595,6 @@ def optimize(conn: sqlite3.Connection) -> None:
 # --- CJK projection ------------------------------------------------------------------------
 
 
-def has_cjk(text: str) -> bool:
-    """Tell whether text contains a character of the CJK ranges."""
-    return CJK_RE.search(text) is not None
-
-
 def _is_word_char(ch: str) -> bool:
     """Tell whether a CJK-block character belongs to a word (not punctuation or a symbol)."""
     # Inside the CJK blocks, punctuation, spaces and symbols (、。「」・) break a run.
