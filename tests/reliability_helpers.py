@@ -154,6 +154,18 @@ def prepare_store(db_path: Path) -> None:
     open_store(db_path).close()
 
 
+def _spawn(cmd: list[str]) -> subprocess.Popen[str]:
+    """Start one child of a concurrency run with pipes and the test environment."""
+    return subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+
+
 def run_concurrency(
     db_path: Path,
     work_dir: Path,
@@ -172,27 +184,11 @@ def run_concurrency(
     for w in range(writers):
         mode = "single" if w % 2 == 0 else "batch"
         out = work_dir / f"writer-{w}.json"
-        cmd = child_command("writer", db_path, w, per_writer, mode, batch, out)
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-        )
+        proc = _spawn(child_command("writer", db_path, w, per_writer, mode, batch, out))
         wprocs.append((w, mode, out, proc))
     for r in range(readers):
         out = work_dir / f"reader-{r}.json"
-        cmd = child_command("reader", db_path, r, writers, per_writer, timeout, out)
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=child_env(),
-        )
+        proc = _spawn(child_command("reader", db_path, r, writers, per_writer, timeout, out))
         rprocs.append((r, out, proc))
     try:
         for *_, proc in wprocs:
