@@ -73,7 +73,7 @@ _hermes() {
         "db lockowners") opts="--json -h --help -p --profile" ;;
         "db check") opts="--json -h --help -p --profile" ;;
         "db optimize") opts="--force -h --help -p --profile" ;;
-        "db migrate") opts="-h --help -p --profile" ;;
+        "db migrate") opts="--force --json -h --help -p --profile" ;;
         "profile") opts="-h --help -p --profile"; subs="list show use create delete" ;;
         "profile list") opts="--json -h --help -p --profile" ;;
         "profile show") opts="--json -h --help -p --profile"; subs="$(_hermes_profiles)" ;;

@@ -69,34 +69,24 @@ def optimize(force: ForceFlag = False) -> None:
 
 
 @app.command("migrate")
-def migrate() -> None:
-    """Create or upgrade this profile's store to the current schema, explicitly."""
+def migrate(force: ForceFlag = False, as_json: JsonFlag = False) -> None:
+    """Create or upgrade this profile's store to schema 31 (the agent must be stopped).
+
+    Keeps the agent's own layout (tables, columns and search indexes stay in the shape the
+    agent made them) and adds what this hermes needs under its own names. Afterwards every
+    known Hermes Agent release can still use the store. Refuses while another process has the
+    store open, unless --force.
+    """
     from hermes_cli import stores
-    from hermes_state import schema
-    from hermes_state.errors import HermesStateError
+    from hermes_state import maintenance
 
-    db = stores.db_path()
-    before = None
-    existed = db.is_file()
-    if existed:
-        try:
-            with stores.read_store() as store:
-                before = schema.stored_version(store.conn)
-        except HermesStateError:
-            before = None  # not readable as ours yet; the writable open below decides
-    with stores.write_store() as store:
-        if store.too_new:
-            from hermes_state.errors import SchemaTooNewError
-
-            raise SchemaTooNewError(
-                f"{db} is at schema v{before}, newer than this hermes (v{schema.SCHEMA_VERSION})"
-            )
-        from hermes_state.maintenance import require_intact
-
-        require_intact(store)
-        from hermes_state import fts
-
-        if fts.rebuild_pending(store.conn):
-            fts.rebuild_fts(store)  # an upgraded foreign layout: index every row now
-        after = schema.stored_version(store.conn)
-    render.migrate_result(str(db), existed=existed, before=before, after=after)
+    with render.progress("Reindexing") as bar:
+        outcome = maintenance.migrate_store(
+            stores.db_path(),
+            force=force,
+            on_progress=lambda _phase, done, total: bar.set(completed=done, total=total),
+        )
+    if as_json:
+        render.emit_json(outcome.to_dict())
+        return
+    render.migrate_result(outcome)

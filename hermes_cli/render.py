@@ -689,16 +689,21 @@ def optimize_result(result: Any) -> None:
         warn("rewrote the store while in use by: " + ", ".join(result.other_processes))
 
 
-def migrate_result(path: str, *, existed: bool, before: int | None, after: int | None) -> None:
-    """Print what `db migrate` did."""
-    if not existed:
-        echo(f"Created {path} at schema v{after}.")
-    elif before == after:
-        echo(f"{path} is already at schema v{after}.")
-    elif before is None:
-        echo(f"Upgraded {path} to schema v{after}.")
+def migrate_result(outcome: Any) -> None:
+    """Print what `db migrate` did, and which agent releases can use the store afterwards."""
+    path, result = outcome.path, outcome.result
+    if not outcome.existed:
+        echo(f"Created {path} at schema v{result.after}.")
+    elif not result.changed:
+        echo(f"{path} is already at schema v{result.after} with everything hermes needs.")
+    elif result.before == result.after:
+        echo(f"Upgraded {path} (schema v{result.after}):")
     else:
-        echo(f"Migrated {path} from schema v{before} to v{after}.")
+        echo(f"Migrated {path} from schema v{result.before} to v{result.after}:")
+    if outcome.existed:
+        for step in result.steps:
+            echo(f"  - {step}")
+    echo("Compatible with: " + ", ".join(result.compatible_releases) + ".")
 
 
 def lock_report(report: Any) -> None:
@@ -754,7 +759,7 @@ def lock_report(report: Any) -> None:
 def check_report(result: Mapping[str, Any]) -> None:
     """Print the findings of `db check`, one line per check."""
     for check in result["checks"]:
-        mark = "ok" if check["ok"] else "FAIL"
+        mark = "warn" if check["ok"] and check.get("warning") else "ok" if check["ok"] else "FAIL"
         echo(f"{mark:<4}  {check['name']}: {check['detail']}")
     echo("Store is healthy." if result["ok"] else "Problems found; see above.")
 
@@ -778,6 +783,12 @@ def recovery_report(report: Any) -> None:
             "Excluded (runtime ledger, not copied): "
             + ", ".join(f"{k} ({'?' if v is None else v} rows)" for k, v in report.excluded.items())
         )
+    for name, rows in report.not_copied.items():
+        count = "?" if rows is None else rows
+        echo(f"Lost: table {name} ({count} rows) could not be copied", err=True)
+    for name, t in report.tables.items():
+        if t.columns_dropped:
+            echo(f"Lost: columns {', '.join(t.columns_dropped)} of table {name}", err=True)
     for r in report.skipped_ranges[:20]:
         echo(f"Skipped {r.table} rowids {r.first_rowid}..{r.last_rowid}: {r.error}", err=True)
     for note in report.notes:
@@ -796,7 +807,7 @@ def recovery_report(report: Any) -> None:
         )
     elif report.partial and report.verified:
         echo(
-            f"Some rows could not be read (see above). The partial copy was kept at "
+            f"Some data could not be read or kept (see above). The partial copy was kept at "
             f"{report.target}; do not install it unless those losses are acceptable (to accept "
             "such a copy, run again with --allow-partial and a new --to path).",
             err=True,

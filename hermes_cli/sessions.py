@@ -371,7 +371,7 @@ def import_(
     from hermes_cli import stores
     from hermes_state import portability
 
-    with stores.write_store() as store, render.progress("Importing sessions") as bar:
+    with stores.write_store(create=True) as store, render.progress("Importing sessions") as bar:
         result = portability.import_sessions(
             store, path, on_conflict=on_conflict.value, progress=bar.advance
         )

@@ -36,9 +36,9 @@ def read_store(path: Path | None = None) -> Iterator[Store]:
 
     store = open_store(path or db_path(), read_only=True)
     try:
-        if store.too_new:
+        if store.too_new and store.layout is not None:
             render.warn(
-                f"{store.path} was written by a newer hermes; showing what this version can read."
+                f"{store.path}: {store.layout.describe()}; showing what this hermes can read."
             )
         yield store
     except sqlite3.DatabaseError as exc:
@@ -60,15 +60,14 @@ def _typed(store: Store, exc: sqlite3.DatabaseError) -> BaseException:
 
 
 @contextlib.contextmanager
-def write_store(path: Path | None = None) -> Iterator[Store]:
-    """Open the store for writing (created and migrated as needed).
+def write_store(path: Path | None = None, *, create: bool = False) -> Iterator[Store]:
+    """Open the store for an edit, within the schema it has (never migrated, never moved aside).
 
-    A damaged file moved aside on open is reported by the library's log record, which the CLI
-    shows on stderr and keeps in errors.log.
+    ``create`` lets a command that brings data (import) start a new store where none exists.
     """
     from hermes_state.connection import open_store
 
-    store = open_store(path or db_path())
+    store = open_store(path or db_path(), role="edit", create=create)
     try:
         yield store
     except sqlite3.DatabaseError as exc:

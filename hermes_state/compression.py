@@ -168,9 +168,9 @@ def _insert_kept(
             ids.append(_copy_row(conn, cols, ref, target_session))
             carried += 1
     if carried:
-        from hermes_state import fts
+        from hermes_state import cjk
 
-        fts.after_append(conn)  # raw copies bypass insert_messages, which calls it itself
+        cjk.after_append(conn)  # raw copies bypass insert_messages, which calls it itself
     return ids, carried
 
 

@@ -15,22 +15,32 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from hermes_state import guard
+from hermes_state import guard, journal, layout, migrations, schema
 from hermes_state.errors import (
+    HermesStateError,
+    NotAHermesStoreError,
     SchemaTooNewError,
     StoreCorruptError,
     StoreLockedError,
+    StoreNeedsMigrationError,
     StoreNotFoundError,
     StoreReadOnlyError,
+    UnknownSchemaError,
     is_corruption_error,
     is_lock_error,
 )
 
+if TYPE_CHECKING:
+    from hermes_state.layout import Layout
+
 log = logging.getLogger("hermes_state")
 
 T = TypeVar("T")
+# "agent": the agent's own store library (SessionDB) — creates, and migrates as the agent does.
+# "edit": a command of the CLI — writes within the schema the store has (SPEC §19.4).
+Role = Literal["agent", "edit"]
 
 WRITE_PATIENCE_S = 20.0
 TRANSCRIPT_WRITE_PATIENCE_S = 60.0
@@ -102,6 +112,8 @@ class Store:
         too_new: bool = False,
         quarantine: Quarantine | None = None,
         journal_mode: str = "wal",
+        found: Layout | None = None,
+        role: Role = "agent",
     ) -> None:
         self.path = path
         self.conn = conn
@@ -109,6 +121,10 @@ class Store:
         self.too_new = too_new
         self.quarantine = quarantine
         self.journal_mode = journal_mode
+        self.layout = found
+        self.role = role
+        # Set when writes are refused for what the store is (a legacy layout in the edit role).
+        self.refusal: HermesStateError | None = None
         self.lock = threading.RLock()
         self._writes = 0
         self._columns: dict[str, tuple[str, ...]] = {}
@@ -148,9 +164,9 @@ class Store:
     ) -> T:
         """Run fn in one BEGIN IMMEDIATE transaction, replaying it while the store is locked."""
         if self.too_new:
-            raise SchemaTooNewError(
-                f"{self.path} was written by a newer version of hermes; refusing to write to it"
-            )
+            raise _schema_refusal(self.path, self.layout)
+        if self.refusal is not None:
+            raise type(self.refusal)(self.refusal.message, hint=self.refusal.hint)
         if self.read_only:
             raise StoreReadOnlyError(f"{self.path} is open read-only")
         with self.lock:
@@ -364,13 +380,18 @@ def _creation_lock(path: Path) -> Iterator[None]:
 # --- opening --------------------------------------------------------------------------------
 
 
-def open_store(path: Path, *, read_only: bool = False) -> Store:
-    """Open the store at path: writable (created and migrated as needed) or read-only."""
+def open_store(
+    path: Path, *, read_only: bool = False, role: Role = "agent", create: bool = True
+) -> Store:
+    """Open the store at path read-only, or writable in a role (see ``Role``).
+
+    ``create=False`` makes a missing store a StoreNotFoundError instead of a new store.
+    """
     path = Path(path).expanduser().absolute()
     guard.check_store_path(path)
     if read_only:
         return _open_read_only(path)
-    return _open_writable(path)
+    return _open_writable(path, role=role, create=create)
 
 
 def _connect_writable(path: Path) -> sqlite3.Connection:
@@ -381,62 +402,113 @@ def _connect_writable(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _apply_journal_mode(conn: sqlite3.Connection, path: Path) -> str:
-    mode = conn.execute("PRAGMA journal_mode").fetchone()[0].lower()
-    if mode == "wal":
-        return mode  # never downgrade an existing WAL store
-    got = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower()
-    if got != "wal":
-        log.warning(
-            "%s: WAL is not available on this filesystem (got %r); using %s journal mode",
-            path,
-            got,
-            got,
+def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
+    """Return the error that refuses writes to a store of a schema this code does not write."""
+    version = found.version if found is not None else None
+    if found is not None and found.too_new:
+        return SchemaTooNewError(
+            f"{path} is at schema {version}, newer than this hermes knows "
+            f"(up to {schema.SCHEMA_VERSION}); refusing to write to it"
         )
-    return got
+    known = ", ".join(str(v) for v in schema.KNOWN_VERSIONS)
+    return UnknownSchemaError(
+        f"{path} is at schema {version}, which no Hermes Agent release this hermes knows "
+        f"writes (known: {known}); refusing to write to it"
+    )
 
 
-def _open_writable(path: Path) -> Store:
-    from hermes_state import schema
+def _create_new_store(path: Path) -> None:
+    """Create the file and lay out a complete schema-31 store in it, under the creation lock."""
+    _create_empty(path)
+    conn = _connect_writable(path)
+    try:
+        # Choose the journal mode before anything is written, then write the whole schema so
+        # no sibling process ever sees a zero-byte file.
+        _retry_locked(path, lambda: journal.apply_to_new_store(conn, path))
+        conn.execute("PRAGMA foreign_keys=ON")
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+        def lay_out() -> None:
+            if schema_is_empty(conn):
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    migrations.create_new(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+
+        _retry_locked(path, lay_out)
+    finally:
+        conn.close()
+
+
+def schema_is_empty(conn: sqlite3.Connection) -> bool:
+    """Tell whether the database has no schema objects at all (a brand-new file)."""
+    return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+
+def _open_writable(path: Path, *, role: Role, create: bool) -> Store:
     quarantine: Quarantine | None = None
+    if not path.exists() and not create:
+        raise StoreNotFoundError(f"No store yet at {path}")
+    path.parent.mkdir(parents=True, exist_ok=True)
     # Probe the header only when no connection of ours has the file open (a raw read would
     # otherwise drop our POSIX locks); take the cross-process lock only when acting on it.
-    if not path.exists() or (not is_open_in_process(path) and _header_problem(path)):
-        with _creation_lock(path):
-            if path.exists():
-                problem = _header_problem(path)
+    if path.exists() and not is_open_in_process(path):
+        problem = _header_problem(path)
+        if problem and role == "edit":
+            # Only the agent's own open may move a store aside; a command never replaces one.
+            what = "empty (0 bytes)" if problem == "zeroed" else "not an SQLite database"
+            raise StoreCorruptError(f"{path} is {what}; nothing was written to it")
+        if problem:
+            with _creation_lock(path):
+                problem = _header_problem(path) if path.exists() else None
                 if problem:
                     quarantine = _quarantine(path, problem)
+    if not path.exists():
+        with _creation_lock(path):
             if not path.exists():
-                _create_empty(path)
-                # Write the header now, under the lock, so no sibling sees a zero-byte file.
-                conn = _connect_writable(path)
-                try:
-                    _retry_locked(path, lambda: _apply_journal_mode(conn, path))
-                finally:
-                    conn.close()
+                _create_new_store(path)
     secure_file(path)
     conn = _connect_writable(path)
     _register_open(path)
     try:
-        version = _retry_locked(path, lambda: schema.stored_version(conn))
-        if version is not None and version > schema.SCHEMA_VERSION:
-            # A newer layout is browsed as it is: no journal-mode switch, no DDL.
-            mode = conn.execute("PRAGMA journal_mode").fetchone()[0].lower()
-            return Store(
-                path, conn, read_only=False, too_new=True, quarantine=quarantine, journal_mode=mode
-            )
-        journal_mode = _retry_locked(path, lambda: _apply_journal_mode(conn, path))
+        found = _retry_locked(path, lambda: layout.inspect(conn))
+        # The journal mode is the store's own: read it, never switch it (SPEC §19.5).
+        mode = _retry_locked(path, lambda: journal.current_mode(conn))
+        store = Store(
+            path,
+            conn,
+            read_only=False,
+            quarantine=quarantine,
+            journal_mode=mode,
+            found=found,
+            role=role,
+        )
+        kind = found.kind
+        if kind == "not_hermes":
+            if not _retry_locked(path, lambda: schema_is_empty(conn)):
+                raise NotAHermesStoreError(
+                    f"{path} is an SQLite database without a Hermes session schema; "
+                    "nothing was written to it"
+                )
+            if role == "edit" and not create:
+                raise StoreNotFoundError(f"No store yet at {path}")
+        if kind == "unknown":
+            store.too_new = True  # browse only; writes raise _schema_refusal
+            return store
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
-        store = Store(path, conn, read_only=False, quarantine=quarantine, journal_mode=journal_mode)
-        # The common case (a current store) needs no write lock to open.
-        if not _retry_locked(path, lambda: schema.is_current(conn)):
-            version = store.write(schema.init_schema)
-            store.too_new = version is not None and version > schema.SCHEMA_VERSION
+        if mode == "wal":
+            conn.execute(f"PRAGMA journal_size_limit={JOURNAL_SIZE_LIMIT}")
+        if kind == "legacy" and role == "edit":
+            store.refusal = StoreNeedsMigrationError(
+                f"{path} is in the layout older versions of hermes wrote, which the agent "
+                "cannot write to; upgrade it before editing"
+            )
+        elif kind != "current" and (role == "agent" or kind == "not_hermes"):
+            store.write(migrations.migrate)
+            store.layout = layout.inspect(conn)
             store.forget_columns()
         secure_store_files(path)
         return store
@@ -455,6 +527,32 @@ def _open_writable(path: Path) -> Store:
         conn.close()
         _register_close(path)
         raise
+
+
+def create_bare_store(
+    path: Path, *, page_size: int | None = None, journal_mode: str | None = None
+) -> Store:
+    """Create an empty SQLite file (0600, never over an existing one) for a caller that lays out
+    its own schema (recover copies the source's); the file gets the given page size and mode."""
+    path = Path(path).expanduser().absolute()
+    guard.check_store_path(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    os.close(os.open(path, flags, 0o600))  # brand-new empty file: no locks to lose
+    conn = _connect_writable(path)
+    try:
+        if page_size:
+            conn.execute(f"PRAGMA page_size = {int(page_size)}")
+        mode = journal_mode if journal_mode in ("wal", "delete", "truncate", "persist") else None
+        got = (
+            journal.apply_to_new_store(conn, path)
+            if mode is None
+            else (conn.execute(f"PRAGMA journal_mode = {mode.upper()}").fetchone()[0].lower())
+        )
+    except BaseException:
+        conn.close()
+        raise
+    _register_open(path)
+    return Store(path, conn, read_only=False, journal_mode=str(got), role="edit")
 
 
 def _retry_locked(path: Path, fn: Callable[[], T], patience: float = WRITE_PATIENCE_S) -> T:
@@ -479,8 +577,6 @@ def read_only_uri(path: Path) -> str:
 
 
 def _open_read_only(path: Path) -> Store:
-    from hermes_state import schema
-
     if not path.exists():
         raise StoreNotFoundError(f"No store yet at {path}")
     last: Exception | None = None
@@ -494,16 +590,22 @@ def _open_read_only(path: Path) -> Store:
         )
         conn.row_factory = sqlite3.Row
         try:
-            version = schema.stored_version(conn)
-            if version is None:
+            found = layout.inspect(conn)
+            if found.kind == "not_hermes":
                 size = path.stat().st_size
-                raise StoreCorruptError(
-                    f"{path} holds no hermes schema ({size} bytes)"
-                    if size
-                    else f"{path} is empty (0 bytes)"
-                )
+                if not size:
+                    raise StoreCorruptError(f"{path} is empty (0 bytes)")
+                raise NotAHermesStoreError(f"{path} holds no Hermes session schema ({size} bytes)")
             _register_open(path)
-            return Store(path, conn, read_only=True, too_new=version > schema.SCHEMA_VERSION)
+            mode = journal.current_mode(conn)
+            return Store(
+                path,
+                conn,
+                read_only=True,
+                too_new=found.kind == "unknown",
+                journal_mode=mode,
+                found=found,
+            )
         except sqlite3.DatabaseError as exc:
             conn.close()
             last = exc

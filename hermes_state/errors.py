@@ -61,6 +61,24 @@ class SchemaTooNewError(HermesStateError):
     hint = "Upgrade hermes; the store can still be browsed read-only."
 
 
+class UnknownSchemaError(SchemaTooNewError):
+    """The store carries a schema version no Hermes Agent release this code knows writes."""
+
+    hint = "Browse it read-only (list, search, show, export); upgrade hermes to write to it."
+
+
+class NotAHermesStoreError(StoreCorruptError):
+    """An SQLite file without a Hermes session schema (another application's database)."""
+
+    hint = "Check the path: this is not a Hermes state.db. Nothing was written to it."
+
+
+class StoreNeedsMigrationError(HermesStateError):
+    """The command needs a schema or layout the store does not have yet."""
+
+    hint = "Upgrade the store first with: hermes db migrate"
+
+
 class StoreLockedError(HermesStateError):
     """Another process held the write lock for longer than this write's patience."""
 

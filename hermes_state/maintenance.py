@@ -6,11 +6,12 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hermes_state import fts
 from hermes_state.compression import COMPRESSION_END_REASON, successor_in
 from hermes_state.connection import WRITE_PATIENCE_S, Store
 from hermes_state.errors import (
@@ -451,39 +452,64 @@ def _vacuum(store: Store, patience: float = WRITE_PATIENCE_S) -> None:
             time.sleep(min(random.uniform(0.25, 1.0), patience - waited))
 
 
+def _refuse_if_shared(store: Store, force: bool, what: str) -> list[str]:
+    """Raise StoreBusyError when other processes have the store open (unless forced)."""
+    others = other_processes(store.path)
+    if others and not force:
+        raise StoreBusyError(
+            f"{store.path.name} is open in other processes: {', '.join(others)}; "
+            f"refusing to {what} under them"
+        )
+    return others
+
+
+def _catch_up_cjk(store: Store) -> None:
+    """Index every row the CJK index has not seen yet, in bounded transactions."""
+    from hermes_state import cjk
+
+    while store.write(lambda conn: cjk.status(conn).behind > 0):
+        store.write(
+            lambda conn: cjk.catch_up(
+                conn, max_rows=fts.REBUILD_CHUNK, max_pending=fts.REBUILD_CHUNK
+            )
+        )
+
+
 def optimize(
     store: Store, *, vacuum: bool = True, force: bool = False, rebuild_fts: bool = False
 ) -> OptimizeResult:
-    """Give space back: optimise the FTS indexes, then VACUUM and truncate the WAL.
+    """Give space back: optimise every search index, then VACUUM (and truncate a WAL).
 
-    The structural rewrites (VACUUM, FTS rebuild) refuse with StoreBusyError while another
-    process has the store open, unless force=True.
+    Works within the store's layout: the agent's indexes are merged (or rebuilt, for
+    ``rebuild_fts``) in the shape they have, never replaced. The structural rewrites (VACUUM,
+    rebuild) refuse with StoreBusyError while another process has the store open, unless forced.
     """
-    from hermes_state import fts
+    from hermes_state import cjk
 
     require_intact(store)
     db_before, wal_before = _sizes(store.path)
     others: list[str] = []
     if vacuum or rebuild_fts:
-        others = other_processes(store.path)
-        if others and not force:
-            raise StoreBusyError(
-                f"{store.path.name} is open in other processes: {', '.join(others)}; "
-                "refusing to rewrite it under them"
-            )
+        others = _refuse_if_shared(store, force, "rewrite it")
+    idx = fts.indexes(store.conn)
     if rebuild_fts:
-        store.write(fts.rebuild_all)
-    elif fts.rebuild_pending(store.conn):
-        # A migrated foreign store left its indexes to a chunked rebuild: finish it now.
-        fts.rebuild_fts(store)
+        tables = tuple(i.table for i in (idx.word, idx.trigram) if i and i.flavor != "foreign")
+        store.write(lambda conn: fts.rebuild_now(conn, tables))
+        if cjk.is_installed(store.conn):
+            store.write(cjk.reset)
+    elif fts.rebuild_pending(store.conn) and idx.word is not None and idx.word.gated:
+        fts.finish_rebuild(store)  # a migration left the indexes to a chunked rebuild
+    if cjk.is_installed(store.conn):
+        _catch_up_cjk(store)
     # Merging segments drops the tombstones that deleted rows leave in the indexes.
     store.write(fts.optimize)
     with store.lock:
         store.checkpoint_passive()
         if vacuum:
             _vacuum(store)
-            # Explicit maintenance only: the normal write path never truncates the live WAL.
-            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            if store.journal_mode == "wal":
+                # Explicit maintenance only: the normal write path never truncates the live WAL.
+                store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     db_after, wal_after = _sizes(store.path)
     return OptimizeResult(
         db_bytes_before=db_before,
@@ -496,6 +522,65 @@ def optimize(
         forced=bool(force and others),
         other_processes=tuple(others),
     )
+
+
+def migrate_store(
+    db_path: Path,
+    *,
+    force: bool = False,
+    on_progress: Callable[[str, int, int], None] | None = None,
+) -> MigrateOutcome:
+    """Bring the store at db_path to schema 31 with this package's additions (`db migrate`).
+
+    Creates a missing store. Refuses stores of unknown or newer schemas and other applications'
+    databases (nothing written), damaged stores, and (unless forced) stores another process has
+    open: a migration changes the schema under the agent, so it runs while the agent is stopped.
+    """
+    from hermes_state import cjk, migrations
+    from hermes_state.connection import open_store
+
+    existed = db_path.is_file()
+    store = open_store(db_path, role="edit", create=True)
+    try:
+        if store.too_new:
+            store.write(lambda conn: None)  # raises the schema refusal
+        found = store.layout
+        kind_before = found.kind if found is not None else "not_hermes"
+        require_intact(store)  # a damaged store is for `sessions recover`, not for DDL
+        if kind_before != "current":
+            _refuse_if_shared(store, force, "change its schema")
+        store.refusal = None  # a legacy layout is exactly what this repairs
+        result = store.write(migrations.migrate)
+        store.forget_columns()
+        if not existed:
+            result.before = None
+        if fts.rebuild_pending(store.conn):
+
+            def step(done: fts.RebuildProgress) -> None:
+                if on_progress is not None:
+                    on_progress("search index", done.progress, done.high_water)
+
+            fts.finish_rebuild(store, on_progress=step)
+        if cjk.is_installed(store.conn):
+            _catch_up_cjk(store)
+        result.rebuild_pending = fts.rebuild_pending(store.conn)
+        result.cjk_pending = cjk.status(store.conn).behind > 0
+        return MigrateOutcome(path=db_path, existed=existed, result=result)
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True)
+class MigrateOutcome:
+    """What `db migrate` did to which file."""
+
+    path: Path
+    existed: bool
+    result: Any  # migrations.MigrateResult
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {"path": str(self.path), "existed": self.existed, **self.result.to_dict()}
 
 
 # --- health check ---------------------------------------------------------------------------
@@ -534,34 +619,33 @@ class StoreCheck:
 
 
 def check_store(store: Store) -> StoreCheck:
-    """Run the read-only health checks: integrity, foreign keys, FTS, schema version, file modes."""
+    """Run the read-only health checks: integrity, foreign keys, layout, search indexes, schema,
+    journal mode and file modes. Warnings (a risky journal mode, loose file modes) are reported
+    but do not fail the check: they describe how the agent runs the store, not damage."""
     import stat
 
-    from hermes_state import fts, schema
+    from hermes_state import cjk, journal, layout
 
     conn = store.conn
     checks: list[dict[str, Any]] = []
 
-    def add(name: str, ok: bool, detail: str) -> None:
-        checks.append({"name": name, "ok": ok, "detail": detail})
+    def add(name: str, ok: bool, detail: str, *, warning: bool = False) -> None:
+        checks.append({"name": name, "ok": ok, "detail": detail, "warning": warning})
 
     integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)")]
     add("integrity", integrity == ["ok"], "; ".join(integrity))
     fk = conn.execute("PRAGMA foreign_key_check").fetchall()
     add("foreign_keys", not fk, f"{len(fk)} violations" if fk else "ok")
-    problems = fts.integrity_check(conn)
+    found = layout.inspect(conn)
+    add("layout", found.kind in ("current", "upstream"), found.describe())
+    problems = fts.integrity_check(conn) + cjk.integrity_problems(conn)
     add("search_indexes", not problems, "; ".join(problems) or "ok")
-    version = schema.stored_version(conn)
-    if version == schema.SCHEMA_VERSION:
-        add("schema", True, f"v{version}")
-    elif version is not None and version > schema.SCHEMA_VERSION:
-        add("schema", False, f"v{version} is newer than this hermes (v{schema.SCHEMA_VERSION})")
+    if found.known:
+        add("schema", True, f"v{found.version}")
     else:
-        add(
-            "schema",
-            False,
-            f"v{version}, older than v{schema.SCHEMA_VERSION}: run hermes db migrate",
-        )
+        add("schema", False, found.describe())
+    jr = journal.report(conn)
+    add("journal", True, jr.describe(), warning=jr.at_risk)
     loose = []
     for suffix in ("", "-wal", "-shm"):
         try:
@@ -570,5 +654,13 @@ def check_store(store: Store) -> StoreCheck:
             continue
         if mode & 0o077:
             loose.append(f"{store.path.name}{suffix} is {mode:04o}")
-    add("permissions", not loose, "; ".join(loose) or "0600")
+    if loose:
+        add(
+            "permissions",
+            True,
+            "; ".join(loose) + " (readable by others; hermes tightens them to 0600 when it writes)",
+            warning=True,
+        )
+    else:
+        add("permissions", True, "0600")
     return StoreCheck(str(store.path), tuple(checks))

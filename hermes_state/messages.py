@@ -277,11 +277,11 @@ def insert_messages(
     if cur.rowcount != 1:
         raise SessionNotFoundError(f"No session with id {session_id}")
     ids = _insert_rows(conn, rows)
-    from hermes_state import fts
+    from hermes_state import cjk
 
     # The CJK index is fed from memory; the texts as stored (lone surrogates removed).
     content_at, calls_at = _POS["content"], _POS["tool_calls"]
-    fts.after_append(
+    cjk.after_append(
         conn,
         [
             (i, scrub_surrogates(r[content_at]), scrub_surrogates(r[calls_at]))

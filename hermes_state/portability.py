@@ -603,6 +603,20 @@ def _write_session(
     return "replaced" if exists else "imported"
 
 
+def require_import_columns(store: Store) -> None:
+    """Refuse (StoreNeedsMigrationError) a store that lacks columns an export round-trips."""
+    from hermes_state.errors import StoreNeedsMigrationError
+    from hermes_state.messages import INSERT_COLUMNS
+
+    missing = [c for c in INSERT_COLUMNS if c not in store.columns("messages")]
+    if missing:
+        version = store.layout.version if store.layout is not None else None
+        raise StoreNeedsMigrationError(
+            f"{store.path} is at schema {version}, which has no column for "
+            f"{', '.join(missing)}; importing would lose them, so nothing was imported"
+        )
+
+
 def import_sessions(
     store: Store,
     source: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
@@ -617,6 +631,7 @@ def import_sessions(
     """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
+    require_import_columns(store)
     result = ImportResult()
     ignored: set[str] = set()
     deferred: list[tuple[int, dict[str, Any], list[dict[str, Any]]]] = []

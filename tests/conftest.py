@@ -59,6 +59,19 @@ class Holder:
         return self.released_at
 
 
+def ask_for_wal(home: Path) -> Path:
+    """Write a Hermes config asking for WAL, so new stores in home get it on any SQLite."""
+    path = home / "config.yaml"
+    path.write_text("database:\n  journal_mode: wal\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def wal_config(hermes_home: Path) -> Path:
+    """New stores of this test's home are created in WAL mode (the user's config asks for it)."""
+    return ask_for_wal(hermes_home)
+
+
 @pytest.fixture
 def db_path(hermes_home: Path) -> Path:
     """Where this test's store lives: <temporary HERMES_HOME>/state.db."""

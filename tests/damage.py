@@ -79,8 +79,10 @@ def populate_store(
     seed: int = 1,
     batch: int = 500,
 ) -> Populated:
-    """Create (or extend) a store with sessions, messages and usage rows through the library."""
+    """Create (or extend) a WAL store with sessions, messages and usage rows through the library."""
     rng = random.Random(seed)
+    if not path.exists():
+        make_wal_store(path)
     store = open_store(path)
     try:
         total = 0
@@ -116,6 +118,17 @@ def populate_store(
         return Populated(sessions_n, total)
     finally:
         store.close()
+
+
+def make_wal_store(path: Path) -> None:
+    """Create an empty store file in WAL mode (new stores get WAL only with a fixed SQLite)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+    os.chmod(path, 0o600)
 
 
 def settle(path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -37,18 +38,47 @@ def test_db_check_reports_a_healthy_store(sample: Path) -> None:
     assert [c["name"] for c in data["checks"]] == [
         "integrity",
         "foreign_keys",
+        "layout",
         "search_indexes",
         "schema",
+        "journal",
         "permissions",
     ]
+    checks = {c["name"]: c for c in data["checks"]}
+    assert "hermes additions" in checks["layout"]["detail"]
+    assert f"SQLite {sqlite3.sqlite_version}" in checks["journal"]["detail"]
 
 
-def test_db_check_fails_on_loose_file_modes(sample: Path) -> None:
+def test_db_check_warns_about_loose_file_modes_without_failing(sample: Path) -> None:
+    # The agent itself (0.19) leaves its files 0644: that is how it runs, not damage.
     os.chmod(sample, 0o644)
+    result = run("db", "check", "--json")
+    assert result.exit_code == 0
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    assert checks["permissions"]["warning"] and "0644" in checks["permissions"]["detail"]
+    assert "warn  permissions" in run("db", "check").stdout
+
+
+def test_db_check_names_the_wal_reset_risk_of_a_wal_store(sample: Path) -> None:
+    from hermes_state import journal
+
+    conn = sqlite3.connect(sample)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.close()
+    checks = {c["name"]: c for c in run_json("db", "check")["checks"]}
+    assert "journal mode wal" in checks["journal"]["detail"]
+    assert checks["journal"]["warning"] is journal.wal_reset_vulnerable()
+    assert ("walresetbug" in checks["journal"]["detail"]) is journal.wal_reset_vulnerable()
+
+
+def test_db_check_fails_on_the_layout_older_versions_wrote(sample: Path) -> None:
+    from legacy_layout import make_legacy
+
+    make_legacy(sample)
     result = run("db", "check", "--json")
     assert result.exit_code == 1
     checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
-    assert not checks["permissions"]["ok"] and "0644" in checks["permissions"]["detail"]
+    assert not checks["layout"]["ok"] and "hermes db migrate" in checks["layout"]["detail"]
 
 
 def test_db_check_on_a_garbage_file_fails_cleanly(hermes_home: Path) -> None:
@@ -69,7 +99,9 @@ def test_db_check_on_a_fresh_profile_fails_without_creating_a_store(hermes_home:
 def test_db_migrate_creates_a_missing_store(hermes_home: Path) -> None:
     result = run("db", "migrate")
     assert result.exit_code == 0
-    assert result.stdout == f"Created {hermes_home / 'state.db'} at schema v{SCHEMA_VERSION}.\n"
+    assert result.stdout.startswith(
+        f"Created {hermes_home / 'state.db'} at schema v{SCHEMA_VERSION}.\nCompatible with: "
+    )
 
 
 def test_db_migrate_on_a_current_store_changes_nothing(sample: Path) -> None:
@@ -116,7 +148,7 @@ def test_a_store_newer_than_the_code_is_browsable_with_a_warning(sample: Path) -
         store.conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
     result = run("sessions", "list", "--limit", "1")
     assert result.exit_code == 0
-    assert "newer hermes" in result.stderr
+    assert f"schema {SCHEMA_VERSION + 1}, newer than" in result.stderr
     migrate = run("db", "migrate")
     assert migrate.exit_code == 1 and "newer than this hermes" in migrate.stderr
 
@@ -126,7 +158,9 @@ def test_db_migrate_finishes_a_pending_index_rebuild(sample: Path) -> None:
 
     store = open_store(sample)
     try:
-        store.write(fts.start_rebuild)  # what upgrading a large foreign layout leaves behind
+        store.write(
+            fts.start_chunked_rebuild
+        )  # what upgrading a large foreign layout leaves behind
         assert fts.rebuild_pending(store.conn)
     finally:
         store.close()
@@ -140,3 +174,78 @@ def test_db_migrate_finishes_a_pending_index_rebuild(sample: Path) -> None:
         store.close()
     hits = run_json("sessions", "search", "chat-send")["hits"]
     assert hits
+
+
+# --- migrating is explicit (SPEC §19.4) --------------------------------------------------------
+
+
+def _upstream30(hermes_home: Path) -> Path:
+    from upstream30 import build_upstream30
+
+    return build_upstream30(hermes_home / "state.db").path
+
+
+def _version(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT version FROM schema_version").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_an_edit_command_works_within_an_older_schema_and_never_migrates(
+    hermes_home: Path,
+) -> None:
+    import upstream30
+
+    path = _upstream30(hermes_home)
+    result = run("sessions", "rename", upstream30.ROOT_ID, "Renamed in schema 30")
+    assert result.exit_code == 0, result.stderr
+    assert _version(path) == 30
+    assert run_json("sessions", "show", upstream30.ROOT_ID)["title"] == "Renamed in schema 30"
+
+
+def test_db_migrate_refuses_while_another_process_has_the_store_open(
+    hermes_home: Path, hold_store
+) -> None:
+    path = _upstream30(hermes_home)
+    holder = hold_store(path, "open")
+    result = run("db", "migrate")
+    assert result.exit_code == EXIT_BUSY
+    assert f"PID {holder.proc.pid}" in result.stderr and "--force" in result.stderr
+    assert _version(path) == 30
+
+
+def test_db_migrate_force_migrates_under_another_process(hermes_home: Path, hold_store) -> None:
+    path = _upstream30(hermes_home)
+    hold_store(path, "open")
+    result = run("db", "migrate", "--force")
+    assert result.exit_code == 0, result.stderr
+    assert _version(path) == SCHEMA_VERSION
+
+
+def test_db_migrate_says_what_it_did_and_which_releases_can_use_the_store(
+    hermes_home: Path,
+) -> None:
+    path = _upstream30(hermes_home)
+    result = run("db", "migrate")
+    assert result.exit_code == 0, result.stderr
+    assert f"from schema v30 to v{SCHEMA_VERSION}" in result.stdout
+    assert "message_uid" in result.stdout
+    assert "Hermes Agent 0.19" in result.stdout and "Hermes Agent 0.22" in result.stdout
+    data = run_json("db", "migrate")
+    assert data["steps"] == [] and data["before"] == SCHEMA_VERSION
+    assert _version(path) == SCHEMA_VERSION
+
+
+def test_edit_commands_refuse_the_layout_older_versions_wrote_until_migrated(
+    sample: Path,
+) -> None:
+    from legacy_layout import make_legacy
+
+    make_legacy(sample)
+    session = "20261118_091502_a1c9e2"  # a sample session
+    refused = run("sessions", "rename", session, "X")
+    assert refused.exit_code == 1 and "hermes db migrate" in refused.stderr
+    assert run("db", "migrate").exit_code == 0
+    assert run("sessions", "rename", session, "X").exit_code == 0

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import Holder, child_env
 
+from hermes_state import journal
 from hermes_state.connection import (
     ACTIVITY_WRITE_PATIENCE_S,
     open_store,
@@ -74,14 +75,14 @@ def populated(db_path: Path) -> Path:
 # --- file modes ------------------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("umask_022")
+@pytest.mark.usefixtures("umask_022", "wal_config")
 def test_writable_open_creates_db_wal_and_shm_with_mode_0600(db_path: Path) -> None:
     with open_store(db_path):
         modes = {s: mode_of(sidecar(db_path, s)) for s in ("", *SIDECARS)}
     assert modes == {"": 0o600, "-wal": 0o600, "-shm": 0o600}
 
 
-@pytest.mark.usefixtures("umask_022")
+@pytest.mark.usefixtures("umask_022", "wal_config")
 def test_writable_open_tightens_existing_0644_db_wal_and_shm(
     db_path: Path, hold_store: Callable[..., Holder]
 ) -> None:
@@ -234,12 +235,89 @@ def test_read_only_open_of_a_damaged_store_raises_and_leaves_it_alone(
 # --- journal mode and pragmas ------------------------------------------------------------------
 
 
-def test_fresh_store_uses_wal(db_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("version", "vulnerable"),
+    [
+        ((3, 40, 1), True),
+        ((3, 44, 5), True),
+        ((3, 44, 6), False),
+        ((3, 45, 0), True),
+        ((3, 50, 6), True),
+        ((3, 50, 7), False),
+        ((3, 51, 2), True),
+        ((3, 51, 3), False),
+        ((3, 52, 0), False),
+        ((3, 6, 23), False),
+    ],
+)
+def test_wal_reset_bug_is_known_by_version(version: tuple[int, int, int], vulnerable: bool) -> None:
+    assert journal.wal_reset_vulnerable(version) is vulnerable
+
+
+def test_new_store_on_a_sqlite_with_the_wal_reset_bug_is_delete_mode(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal, "wal_reset_vulnerable", lambda version=None: True)
     with open_store(db_path) as store:
-        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+        assert store.journal_mode == "delete"
+    assert header_journal_bytes(db_path) == b"\x01\x01"
+
+
+def test_new_store_on_a_fixed_sqlite_is_wal(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal, "wal_reset_vulnerable", lambda version=None: False)
+    monkeypatch.setattr(journal, "wal_unsupported_filesystem", lambda directory: False)
+    with open_store(db_path) as store:
+        assert store.journal_mode == "wal"
+    assert header_journal_bytes(db_path) == b"\x02\x02"
+
+
+def test_new_store_on_a_cross_vm_filesystem_is_delete_mode(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal, "wal_reset_vulnerable", lambda version=None: False)
+    monkeypatch.setattr(journal, "wal_unsupported_filesystem", lambda directory: True)
+    with open_store(db_path) as store:
+        assert store.journal_mode == "delete"
+
+
+@pytest.mark.usefixtures("wal_config")
+def test_configured_wal_is_honoured_for_a_new_store(db_path: Path) -> None:
+    with open_store(db_path) as store:
         assert store.journal_mode == "wal"
 
 
+def test_configured_delete_is_honoured_on_a_fixed_sqlite(
+    hermes_home: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(journal, "wal_reset_vulnerable", lambda version=None: False)
+    (hermes_home / "config.yaml").write_text("database:\n  journal_mode: 'delete'\n")
+    with open_store(db_path) as store:
+        assert store.journal_mode == "delete"
+
+
+def test_config_reader_finds_only_database_journal_mode(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text(
+        "journal_mode: wal\nother:\n  journal_mode: delete\ndatabase:\n"
+        "  # comment\n  busy: 1\n  journal_mode: DELETE\n"
+    )
+    assert journal.configured_mode(tmp_path) == "delete"
+    (tmp_path / "config.yaml").write_text("database:\n  journal_mode: truncate\n")
+    assert journal.configured_mode(tmp_path) is None
+    (tmp_path / "config.yaml").unlink()
+    assert journal.configured_mode(tmp_path) is None
+
+
+def test_mountinfo_names_the_filesystem_of_the_longest_matching_mount(tmp_path: Path) -> None:
+    info = tmp_path / "mountinfo"
+    info.write_text(
+        f"22 1 0:21 / / rw - ext4 /dev/vda rw\n40 22 0:50 / {tmp_path} rw - virtiofs myshare rw\n"
+    )
+    assert journal._mount_fstype(tmp_path / "sub", info) == "virtiofs"
+    assert journal._mount_fstype(Path("/usr"), info) == "ext4"
+
+
+@pytest.mark.usefixtures("wal_config")
 def test_wal_store_stays_wal_after_close_and_writable_reopen(db_path: Path) -> None:
     open_store(db_path).close()
     assert header_journal_bytes(db_path) == b"\x02\x02"
@@ -248,6 +326,7 @@ def test_wal_store_stays_wal_after_close_and_writable_reopen(db_path: Path) -> N
     assert header_journal_bytes(db_path) == b"\x02\x02"
 
 
+@pytest.mark.usefixtures("wal_config")
 def test_wal_store_held_open_by_another_process_stays_wal(
     db_path: Path, hold_store: Callable[..., Holder]
 ) -> None:
@@ -257,15 +336,22 @@ def test_wal_store_held_open_by_another_process_stays_wal(
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_delete_mode_store_is_switched_to_wal_by_a_writable_open(populated: Path) -> None:
+@pytest.mark.parametrize("role", ["agent", "edit"])
+def test_a_delete_mode_store_stays_delete_mode_under_every_writable_open(
+    populated: Path, wal_config: Path, monkeypatch: pytest.MonkeyPatch, role: str
+) -> None:
+    # Even where a new store would get WAL, an existing store keeps the mode it has.
+    monkeypatch.setattr(journal, "wal_reset_vulnerable", lambda version=None: False)
     conn = sqlite3.connect(populated)
     conn.execute("PRAGMA journal_mode=DELETE")
     conn.close()
-    with open_store(populated) as store:
-        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert header_journal_bytes(populated) == b"\x02\x02"
+    with open_store(populated, role=role) as store:  # type: ignore[arg-type]
+        store.write(lambda c: c.execute("UPDATE sessions SET title = 'T'"))
+        assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert header_journal_bytes(populated) == b"\x01\x01"
 
 
+@pytest.mark.usefixtures("wal_config")
 def test_writable_connection_pragmas(db_path: Path) -> None:
     with open_store(db_path) as store:
         got = {
@@ -400,6 +486,7 @@ def test_a_non_lock_operational_error_is_raised_at_once_without_replay(db_path: 
 # --- checkpoints ---------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("wal_config")
 def test_every_50_writes_a_passive_checkpoint_lets_the_wal_restart(db_path: Path) -> None:
     wal = sidecar(db_path, "-wal")
     with open_store(db_path) as store:

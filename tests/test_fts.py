@@ -1,4 +1,5 @@
-"""FTS layout, sync triggers, rebuild gating, CJK catch-up and replacing foreign layouts."""
+"""Search indexes: the layout a new store gets, sync triggers, rebuild gating, our CJK index,
+and the agent's own layouts kept as they are."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from upstream30 import build_upstream30
 
-from hermes_state import fts, messages, sessions
+from hermes_state import cjk, fts, messages, meta, sessions
 from hermes_state.connection import Store, open_store
 
 
@@ -45,8 +46,7 @@ def trigram_hits(conn: sqlite3.Connection, fragment: str) -> list[int]:
 def cjk_hits(conn: sqlite3.Connection, word: str) -> list[int]:
     """Return the ids the CJK index matches for a CJK word."""
     rows = conn.execute(
-        "SELECT rowid FROM messages_fts_cjk WHERE messages_fts_cjk MATCH ?",
-        (fts.cjk_match_expr(word),),
+        "SELECT rowid FROM hermes_cjk WHERE hermes_cjk MATCH ?", (cjk.cjk_match_expr(word),)
     )
     return sorted(r[0] for r in rows)
 
@@ -55,34 +55,45 @@ def fts_segments(conn: sqlite3.Connection) -> tuple:
     """A fingerprint of every FTS index's stored segments (changes whenever FTS is written)."""
     return tuple(
         tuple(conn.execute(f"SELECT id, block FROM {t}_data ORDER BY id").fetchall())
-        for t in fts.INDEX_TABLES
+        for t in (*fts.INDEX_TABLES, cjk.TABLE)
     )
+
+
+def drop_sync_triggers(conn: sqlite3.Connection) -> None:
+    """Remove the word/substring sync triggers (as a writer that lost them would)."""
+    for name in fts.EXTERNAL_TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
 
 
 # --- layout --------------------------------------------------------------------------------
 
 
-def test_fresh_store_has_current_layout(store: Store) -> None:
-    assert fts.is_installed(store.conn)
+def test_fresh_store_gets_the_agents_external_layout_and_our_cjk_index(store: Store) -> None:
+    idx = fts.indexes(store.conn)
+    assert fts.layout_of(store.conn) == "external"
+    assert idx.word is not None and idx.word.content == fts.WORD_SOURCE
+    assert idx.trigram is not None and idx.trigram.columns == ("content", "tool_name")
+    assert idx.trigram.tokenizer == "trigram" and idx.trigram.detail == "full"
+    assert cjk.is_installed(store.conn)
     assert fts.integrity_check(store.conn) == []
 
 
-def test_altered_trigger_makes_layout_not_installed(store: Store) -> None:
-    store.conn.execute("DROP TRIGGER messages_fts_ai")
-    store.conn.execute(
-        "CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages BEGIN SELECT 1; END"
-    )
-    assert not fts.is_installed(store.conn)
+def test_a_new_store_has_the_six_trigger_names_every_release_checks_for(store: Store) -> None:
+    names = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+    assert set(fts.BASE_TRIGGERS) <= names
+    assert len(fts.BASE_TRIGGERS) == 6
 
 
-def test_reopen_repairs_altered_trigger_and_indexes_missed_rows(
+def test_reopen_repairs_a_missing_trigger_and_indexes_missed_rows(
     db_path: Path, store: Store
 ) -> None:
-    store.conn.execute("DROP TRIGGER messages_fts_ai")
+    store.conn.execute("DROP TRIGGER messages_fts_insert")
     missed = add(store, "written while the trigger was gone")
     store.close()
     with open_store(db_path) as again:
-        assert fts.is_installed(again.conn)
+        assert "messages_fts_insert" in {
+            r[0] for r in again.conn.execute("SELECT name FROM sqlite_master")
+        }
         assert word_hits(again.conn, "trigger") == [missed]
         assert fts.integrity_check(again.conn) == []
 
@@ -111,6 +122,16 @@ def test_tool_name_and_tool_calls_are_word_indexed(store: Store) -> None:
 def test_tool_rows_stay_out_of_the_trigram_index(store: Store) -> None:
     add(store, "deadbeefcafe output", role="tool", tool_name="terminal")
     assert trigram_hits(store.conn, "beefca") == []
+
+
+def test_cron_and_subagent_sessions_stay_out_of_the_trigram_index(store: Store) -> None:
+    sessions.create_session(store, "c1", "cron")
+    sessions.create_session(store, "d1", "cli", model_config={"_delegate_from": "s1"})
+    messages.append_message(store, "c1", "user", "nightly kubernetes digest")
+    messages.append_message(store, "d1", "user", "delegated kubernetes chore")
+    kept = add(store, "interactive kubernetes question")
+    assert trigram_hits(store.conn, "ubernet") == [kept]
+    assert len(word_hits(store.conn, "kubernetes")) == 3
 
 
 def test_flipping_active_or_compacted_never_touches_fts(store: Store) -> None:
@@ -146,13 +167,14 @@ def test_integrity_check_clean_after_insert_update_delete_churn(store: Store) ->
             store.conn.execute("DELETE FROM messages WHERE id = ?", (mid,))
         else:
             store.conn.execute("UPDATE messages SET role = 'tool' WHERE id = ?", (mid,))
-    fts.after_append(store.conn)
+    cjk.after_append(store.conn)
     assert fts.integrity_check(store.conn) == []
+    assert cjk.integrity_problems(store.conn) == []
 
 
 def test_integrity_check_reports_an_index_out_of_step(store: Store) -> None:
     mid = add(store, "original text")
-    fts.drop_triggers(store.conn)
+    drop_sync_triggers(store.conn)
     store.conn.execute(
         "UPDATE messages SET content = 'changed behind its back' WHERE id = ?", (mid,)
     )
@@ -161,7 +183,7 @@ def test_integrity_check_reports_an_index_out_of_step(store: Store) -> None:
 
 
 def test_integrity_check_reports_a_row_missing_from_the_index(store: Store) -> None:
-    fts.drop_triggers(store.conn)
+    drop_sync_triggers(store.conn)
     add(store, "never indexed")
     assert any("missing from the index" in p for p in fts.integrity_check(store.conn))
 
@@ -178,7 +200,7 @@ def _fill(store: Store, n: int) -> list[int]:
 
 def test_triggers_skip_rows_inside_the_rebuild_window(store: Store) -> None:
     ids = _fill(store, 10)
-    store.write(fts.start_rebuild)
+    store.write(fts.start_chunked_rebuild)
     store.conn.execute("UPDATE messages SET content = 'changed needle' WHERE id = ?", (ids[5],))
     assert word_hits(store.conn, "needle") == []  # window rows wait for the rebuild
     new = add(store, "fresh needle")
@@ -187,28 +209,28 @@ def test_triggers_skip_rows_inside_the_rebuild_window(store: Store) -> None:
 
 def test_rebuild_step_advances_progress_with_its_chunk(store: Store) -> None:
     ids = _fill(store, 10)
-    store.write(fts.start_rebuild)
-    step = fts.rebuild_fts_step(store, chunk=4)
+    store.write(fts.start_chunked_rebuild)
+    step = store.write(lambda conn: fts.rebuild_step(conn, chunk=4))
     assert (step.progress, step.done) == (4, False)
-    assert fts.status(store.conn).progress == 4
+    assert fts.indexes(store.conn).progress == 4
     assert word_hits(store.conn, "needle") == ids[:4]
 
 
 def test_rolled_back_step_leaves_progress_and_index_unchanged(store: Store) -> None:
     _fill(store, 10)
-    store.write(fts.start_rebuild)
+    store.write(fts.start_chunked_rebuild)
     conn = store.conn
     conn.execute("BEGIN IMMEDIATE")
-    fts.rebuild_fts_step(conn, chunk=4)
+    fts.rebuild_step(conn, chunk=4)
     conn.execute("ROLLBACK")
-    assert fts.status(conn).progress == 0
+    assert fts.indexes(conn).progress == 0
     assert word_hits(conn, "needle") == []
 
 
 def test_rebuild_indexes_every_row_once_while_a_writer_appends(store: Store) -> None:
     ids = _fill(store, 25)
     appended: list[int] = []
-    store.write(fts.start_rebuild)
+    store.write(fts.start_chunked_rebuild)
     store.conn.execute("UPDATE messages SET content = 'edited needle' WHERE id = ?", (ids[20],))
 
     def writer(step: fts.RebuildProgress) -> None:
@@ -216,18 +238,18 @@ def test_rebuild_indexes_every_row_once_while_a_writer_appends(store: Store) -> 
         if not step.done:
             appended.append(add(store, "appended needle 東京"))
 
-    done = fts.rebuild_fts(store, chunk=5, on_progress=writer)
+    done = fts.finish_rebuild(store, chunk=5, on_progress=writer)
     assert done.done and appended
     assert word_hits(store.conn, "needle") == sorted(ids + appended)
     assert word_hits(store.conn, "edited") == [ids[20]]
     assert fts.integrity_check(store.conn) == []
-    assert not fts.status(store.conn).rebuild_pending
+    assert not fts.rebuild_pending(store.conn)
 
 
-def test_rebuild_all_restores_an_emptied_index(store: Store) -> None:
+def test_rebuild_now_restores_an_emptied_index(store: Store) -> None:
     ids = _fill(store, 5)
     store.conn.execute("INSERT INTO messages_fts(messages_fts) VALUES ('delete-all')")
-    store.write(fts.rebuild_all)
+    store.write(fts.rebuild_now)
     assert word_hits(store.conn, "needle") == ids
     assert fts.integrity_check(store.conn) == []
 
@@ -249,46 +271,59 @@ def test_optimize_gives_space_back_after_large_deletes(store: Store) -> None:
     assert fts.integrity_check(store.conn) == []
 
 
-# --- stale ---------------------------------------------------------------------------------
+# --- an index the agent detached (fts_stale) -------------------------------------------------
 
 
-def test_stale_store_accepts_writes_and_is_repaired_on_open(db_path: Path, store: Store) -> None:
-    store.write(fts.mark_stale)
+def _detach(store: Store) -> None:
+    """Do what the agent does to an index it found damaged: flag it and drop its triggers."""
+
+    def fn(conn: sqlite3.Connection) -> None:
+        meta.put(conn, fts.STALE_KEY, "1")
+        for name in fts.EXTERNAL_TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+
+    store.write(fn)
+
+
+def test_detached_store_accepts_writes_and_our_agent_open_rebuilds_it(
+    db_path: Path, store: Store
+) -> None:
+    _detach(store)
     mid = add(store, "written while stale")
     assert word_hits(store.conn, "stale") == []
+    assert fts.integrity_check(store.conn)  # reported, not hidden
     store.close()
     with open_store(db_path) as again:
-        assert fts.is_installed(again.conn)
         assert word_hits(again.conn, "stale") == [mid]
+        assert meta.get(again.conn, fts.STALE_KEY) is None
         assert fts.integrity_check(again.conn) == []
 
 
-def test_rebuild_fts_repairs_a_stale_store_in_place(store: Store) -> None:
-    before = add(store, "indexed before 東京")
-    store.write(fts.mark_stale)
-    during = add(store, "written while stale 東京")
-    fts.rebuild_fts(store, chunk=1)
-    assert fts.is_installed(store.conn)
-    assert word_hits(store.conn, "while") == [during]
-    assert cjk_hits(store.conn, "東京") == [before, during]
-    assert fts.integrity_check(store.conn) == []
+def test_an_edit_open_leaves_a_detached_index_to_the_agent(db_path: Path, store: Store) -> None:
+    _detach(store)
+    store.close()
+    with open_store(db_path, role="edit") as edit:
+        assert meta.get(edit.conn, fts.STALE_KEY) == "1"
+        assert "messages_fts_insert" not in {
+            r[0] for r in edit.conn.execute("SELECT name FROM sqlite_master")
+        }
 
 
 # --- CJK -----------------------------------------------------------------------------------
 
 
 def test_cjk_grams_are_bigrams_plus_last_unigram() -> None:
-    assert fts.cjk_grams("meet 東京都 at 会議。ok 人") == "東京 京都 都 会議 議 人"
+    assert cjk.cjk_grams("meet 東京都 at 会議。ok 人") == "東京 京都 都 会議 議 人"
 
 
 def test_cjk_punctuation_breaks_runs() -> None:
-    assert fts.cjk_runs("東京、大阪「会議」") == ["東京", "大阪", "会議"]
+    assert cjk.cjk_runs("東京、大阪「会議」") == ["東京", "大阪", "会議"]
 
 
 def test_cjk_match_expr_for_one_two_and_three_characters() -> None:
-    assert fts.cjk_match_expr("東") == '"東"*'
-    assert fts.cjk_match_expr("東京") == '"東京"'
-    assert fts.cjk_match_expr("東京都") == '"東京 京都"'
+    assert cjk.cjk_match_expr("東") == '"東"*'
+    assert cjk.cjk_match_expr("東京") == '"東京"'
+    assert cjk.cjk_match_expr("東京都") == '"東京 京都"'
 
 
 def test_append_indexes_cjk_words_of_one_and_two_characters(store: Store) -> None:
@@ -298,7 +333,7 @@ def test_append_indexes_cjk_words_of_one_and_two_characters(store: Store) -> Non
     assert cjk_hits(store.conn, "数据") == [mid]
     assert cjk_hits(store.conn, "議") == [mid]  # last character of a run
     assert cjk_hits(store.conn, "東") == [mid]
-    assert store.conn.execute("SELECT count(*) FROM messages_fts_cjk").fetchone()[0] == 1
+    assert store.conn.execute("SELECT count(*) FROM hermes_cjk").fetchone()[0] == 1
     assert other not in cjk_hits(store.conn, "京")
 
 
@@ -306,10 +341,10 @@ def test_cjk_content_update_is_queued_and_reindexed(store: Store) -> None:
     mid = add(store, "東京")
     store.conn.execute("UPDATE messages SET content = '大阪' WHERE id = ?", (mid,))
     assert cjk_hits(store.conn, "東京") == []
-    assert fts.status(store.conn).cjk_pending == 1
-    fts.catch_up_cjk(store.conn)
+    assert cjk.status(store.conn).pending == 1
+    cjk.catch_up(store.conn)
     assert cjk_hits(store.conn, "大阪") == [mid]
-    assert fts.status(store.conn).cjk_pending == 0
+    assert cjk.status(store.conn).pending == 0
 
 
 def test_insert_below_cjk_high_water_is_queued(store: Store) -> None:
@@ -320,7 +355,7 @@ def test_insert_below_cjk_high_water_is_queued(store: Store) -> None:
         "INSERT INTO messages (id, session_id, role, content, timestamp) "
         "VALUES (1, 's1', 'user', '会議 again', 0)"
     )
-    fts.after_append(store.conn)
+    cjk.after_append(store.conn)
     assert cjk_hits(store.conn, "会議") == [1]
 
 
@@ -342,52 +377,27 @@ def test_foreign_shell_insert_succeeds_and_is_caught_up_by_next_append(
     assert cjk_hits(store.conn, "資料") == [foreign]
 
 
-def test_after_append_skips_a_stale_store(store: Store) -> None:
-    store.write(fts.mark_stale)
+def test_after_append_leaves_a_store_without_our_cjk_index_alone(store: Store) -> None:
+    store.write(lambda conn: meta.delete(conn, cjk.HIGH_WATER_KEY))
     add(store, "東京")
-    assert store.conn.execute("SELECT count(*) FROM messages_fts_cjk").fetchone()[0] == 0
+    assert store.conn.execute("SELECT count(*) FROM hermes_cjk").fetchone()[0] == 0
 
 
-# --- foreign (upstream schema 30) layouts ----------------------------------------------------
+# --- the agent's own layouts -----------------------------------------------------------------
 
-UPSTREAM_FTS = [
-    "CREATE VIEW messages_fts_src AS SELECT id, CASE WHEN role = 'tool' "
-    "THEN substr(COALESCE(content, ''), 1, 8192) ELSE content END AS content, tool_name, "
-    "tool_calls FROM messages",
-    "CREATE VIRTUAL TABLE messages_fts USING fts5(content, tool_name, tool_calls, "
-    "content='messages_fts_src', content_rowid='id')",
-    "CREATE VIEW messages_fts_trigram_src AS SELECT m.id, m.content, m.tool_name FROM messages m "
-    "JOIN sessions s ON s.id = m.session_id WHERE m.role <> 'tool' "
-    "AND s.source NOT IN ('cron', 'subagent')",
-    "CREATE VIRTUAL TABLE messages_fts_trigram USING fts5(content, tool_name, "
-    "content='messages_fts_trigram_src', content_rowid='id', tokenize='trigram')",
+UPSTREAM_CJK = [
     "CREATE VIEW messages_fts_cjk_src AS SELECT id, content, tool_name, tool_calls "
     "FROM messages WHERE role <> 'tool'",
     "CREATE VIRTUAL TABLE messages_fts_cjk USING fts5(content, tool_name, tool_calls, "
     "content='messages_fts_cjk_src', content_rowid='id', tokenize='unicode61')",
-    "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN "
-    "INSERT INTO messages_fts(rowid, content, tool_name, tool_calls) SELECT id, content, "
-    "tool_name, tool_calls FROM messages_fts_src WHERE id = new.id; END",
-    "CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN "
-    "INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_calls) "
-    "VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls); END",
-    "CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, tool_name, tool_calls, role "
-    "ON messages BEGIN "
-    "INSERT INTO messages_fts(messages_fts, rowid, content, tool_name, tool_calls) "
-    "VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls); "
-    "INSERT INTO messages_fts(rowid, content, tool_name, tool_calls) "
-    "VALUES (new.id, new.content, new.tool_name, new.tool_calls); END",
-    "CREATE TRIGGER messages_fts_trigram_insert AFTER INSERT ON messages WHEN new.role <> 'tool' "
-    "BEGIN INSERT INTO messages_fts_trigram(rowid, content, tool_name) "
-    "VALUES (new.id, new.content, new.tool_name); END",
     "CREATE TRIGGER messages_fts_cjk_insert AFTER INSERT ON messages WHEN new.role <> 'tool' "
     "BEGIN INSERT INTO messages_fts_cjk(rowid, content, tool_name, tool_calls) "
     "VALUES (new.id, new.content, new.tool_name, new.tool_calls); END",
 ]
 
 
-def add_upstream_fts(path: Path, extra_rows: int = 0) -> int:
-    """Give a schema-30 store upstream's FTS layout, its CJK table needing cjk_unicode61."""
+def add_upstream_fts(path: Path, extra_rows: int = 0, *, with_cjk: bool = True) -> int:
+    """Give a schema-30 store the agent's FTS layout (and its CJK table needing cjk_unicode61)."""
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         conn.execute("BEGIN")
@@ -401,19 +411,19 @@ def add_upstream_fts(path: Path, extra_rows: int = 0) -> int:
                 f"INSERT INTO messages ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
                 [values[c] for c in names],
             )
-        for ddl in UPSTREAM_FTS:
+        for ddl in fts.EXTERNAL_DDL.values():
             conn.execute(ddl)
         for table in fts.INDEX_TABLES:
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
-        conn.execute(
-            "INSERT OR REPLACE INTO state_meta(key, value) VALUES ('fts_storage_version', '3')"
-        )
-        conn.execute("PRAGMA writable_schema = ON")
-        conn.execute(
-            "UPDATE sqlite_master SET sql = replace(sql, 'unicode61', 'cjk_unicode61') "
-            "WHERE name = 'messages_fts_cjk'"
-        )
-        conn.execute("PRAGMA writable_schema = OFF")
+        if with_cjk:
+            for ddl in UPSTREAM_CJK:
+                conn.execute(ddl)
+            conn.execute("PRAGMA writable_schema = ON")
+            conn.execute(
+                "UPDATE sqlite_master SET sql = replace(sql, 'unicode61', 'cjk_unicode61') "
+                "WHERE name = 'messages_fts_cjk'"
+            )
+            conn.execute("PRAGMA writable_schema = OFF")
         conn.execute("COMMIT")
         return conn.execute("SELECT count(*) FROM messages").fetchone()[0]
     finally:
@@ -435,16 +445,22 @@ def test_upstream_fixture_blocks_plain_inserts(db_path: Path) -> None:
 
 
 @pytest.mark.parametrize("newest", [True, False])
-def test_upstream30_layout_is_replaced_and_every_row_indexed_once(
+def test_the_agents_layout_is_kept_and_its_unloadable_cjk_index_detached_as_it_does(
     db_path: Path, newest: bool
 ) -> None:
     build_upstream30(db_path, newest=newest)
     total = add_upstream_fts(db_path, extra_rows=5)
+    sql_before = {
+        n: s
+        for n, s in sqlite3.connect(db_path).execute("SELECT name, sql FROM sqlite_master")
+        if n.startswith("messages_fts") and not n.startswith("messages_fts_cjk")
+    }
     with open_store(db_path) as store:
         conn = store.conn
-        assert fts.is_installed(conn)
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        assert not {"messages_fts_src", "messages_fts_cjk_src", "messages_fts_insert"} & names
+        after = dict(conn.execute("SELECT name, sql FROM sqlite_master"))
+        assert {n: after.get(n) for n in sql_before} == sql_before  # same names, same shapes
+        assert "messages_fts_cjk_insert" not in after
+        assert meta.get(conn, "fts_cjk_stale") == "1"
         assert conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == total
         assert len(word_hits(conn, "upstream")) == 5
         assert len(cjk_hits(conn, "東京")) == 5
@@ -456,54 +472,18 @@ def test_upstream30_layout_is_replaced_and_every_row_indexed_once(
         assert cjk_hits(conn, "会議") == [mid]
 
 
-def test_large_upstream30_store_gets_a_chunked_rebuild(
+def test_a_large_store_without_search_indexes_gets_them_by_a_chunked_rebuild(
     db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fts, "INLINE_REBUILD_MAX_ROWS", 3)
     build_upstream30(db_path)
-    total = add_upstream_fts(db_path, extra_rows=10)
+    conn = sqlite3.connect(db_path)
+    total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    conn.close()
     with open_store(db_path) as store:
-        assert fts.status(store.conn).rebuild_pending
-        fts.rebuild_fts(store, chunk=4)
+        assert fts.rebuild_pending(store.conn)
+        fts.finish_rebuild(store, chunk=4)
         assert (
             store.conn.execute("SELECT count(*) FROM messages_fts_docsize").fetchone()[0] == total
         )
-        assert len(cjk_hits(store.conn, "東京")) == 10
-        assert fts.integrity_check(store.conn) == []
-
-
-BROAD_UPDATE_TRIGGER = (
-    "CREATE TRIGGER messages_fts_cjk_update AFTER UPDATE ON messages BEGIN "
-    "INSERT INTO messages_fts_cjk(messages_fts_cjk, rowid, content, tool_name, tool_calls) "
-    "VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls); END"
-)
-
-
-def _old_upstream_store(path: Path) -> None:
-    """An upstream store without uids whose broad update trigger feeds the unloadable table."""
-    build_upstream30(path, newest=False)
-    add_upstream_fts(path, extra_rows=3)
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute(BROAD_UPDATE_TRIGGER)
-    finally:
-        conn.close()
-
-
-def test_drop_foreign_triggers_unblocks_updates_of_messages(db_path: Path) -> None:
-    _old_upstream_store(db_path)
-    conn = sqlite3.connect(db_path, isolation_level=None)
-    try:
-        fts.drop_foreign_triggers(conn)
-        conn.execute("UPDATE messages SET content = content || ''")
-    finally:
-        conn.close()
-    with open_store(db_path) as store:
-        assert fts.integrity_check(store.conn) == []
-
-
-def test_old_upstream_store_with_broad_update_trigger_opens(db_path: Path) -> None:
-    _old_upstream_store(db_path)
-    with open_store(db_path) as store:
-        assert len(word_hits(store.conn, "upstream")) == 3
         assert fts.integrity_check(store.conn) == []

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import ask_for_wal
 
 from hermes_state import lockowners
 from hermes_state.connection import open_store
@@ -249,6 +250,7 @@ def test_patience_exhaustion_logs_one_warning_naming_the_holder(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = tmp_path / "state.db"
+    ask_for_wal(tmp_path)  # the WAL write lock lives in the -shm
     store = open_store(db)
     try:
         with child(HOLD_SCRIPT, str(db), "write") as proc:

@@ -19,7 +19,7 @@ from hermes_state.ownership import (
     platform_marker,
     with_marker,
 )
-from hermes_state.schema import OWNER_INDEX_DDL
+from hermes_state.schema import ADDITION_INDEX_DDL
 from hermes_state.sessions import create_session
 
 KEY = ("telegram", "coder", "dm", "42", None, "9001")
@@ -218,7 +218,7 @@ def test_lookup_reads_only_markers_never_bodies(store: Store) -> None:
 
 
 def test_lookup_uses_the_owner_index(store: Store) -> None:
-    for ddl in OWNER_INDEX_DDL:
+    for ddl in ADDITION_INDEX_DDL.values():
         store.write(lambda c, ddl=ddl: c.execute(ddl))
     _chain(store)
     marker = platform_marker(*KEY)
@@ -230,12 +230,12 @@ def test_lookup_uses_the_owner_index(store: Store) -> None:
         store.conn.set_trace_callback(None)
     lookups = [q for q in plans if "FROM messages" in q]
     used = [" ".join(r[3] for r in store.conn.execute("EXPLAIN QUERY PLAN " + q)) for q in lookups]
-    assert any("idx_messages_owner" in p for p in used)
-    assert any("idx_messages_bad_metadata" in p for p in used)
+    assert any("hermes_idx_messages_owner" in p for p in used)
+    assert any("hermes_idx_messages_bad_metadata" in p for p in used)
 
 
 def test_non_json_display_metadata_stays_writable_with_owner_index(store: Store) -> None:
-    for ddl in OWNER_INDEX_DDL:
+    for ddl in ADDITION_INDEX_DDL.values():
         store.write(lambda c, ddl=ddl: c.execute(ddl))
     create_session(store, "A", "cli")
 

@@ -89,7 +89,9 @@ def test_recover_copies_a_healthy_store_completely(source: Path, tmp_path: Path)
 
 
 def test_recover_rebuilds_fts_instead_of_copying_its_markers(source: Path, tmp_path: Path) -> None:
-    raw_sql(source, "INSERT OR REPLACE INTO state_meta VALUES ('fts_stale', 'copied by mistake')")
+    # An agent that detached its indexes set fts_stale and dropped their triggers.
+    raw_sql(source, "INSERT OR REPLACE INTO state_meta VALUES ('fts_stale', '1')")
+    raw_sql(source, "DROP TRIGGER messages_fts_insert")
     target = tmp_path / "out.db"
     report = recover(source, target)
     assert rows(target, "SELECT count(*) FROM state_meta WHERE key = 'fts_stale'") == [(0,)]
@@ -97,6 +99,9 @@ def test_recover_rebuilds_fts_instead_of_copying_its_markers(source: Path, tmp_p
     hits = rows(target, "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'docker'")
     assert hits[0][0] > 0
     assert rows(target, "SELECT version FROM schema_version") == [(schema.SCHEMA_VERSION,)]
+    assert rows(target, "SELECT count(*) FROM sqlite_master WHERE name = 'messages_fts_insert'")[
+        0
+    ] == (1,)
 
 
 def test_recover_leaves_the_source_bundle_byte_identical(source: Path, tmp_path: Path) -> None:
@@ -412,3 +417,60 @@ def test_recover_interrupted_midway_removes_its_half_made_target(
         recover(source, target, progress=stop)
     assert not target.exists() and not Path(str(target) + ".recovery.json").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("hermes-recover-")]
+
+
+# --- the target in the source's own layout (SPEC §19.7) ------------------------------------------
+
+
+def test_recover_keeps_the_sources_schema_unknown_tables_and_columns(
+    source: Path, tmp_path: Path
+) -> None:
+    raw_sql(
+        source,
+        "CREATE TABLE plugin_notes (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID",
+        "INSERT INTO plugin_notes VALUES ('a', 'one'), ('b', 'two')",
+        "ALTER TABLE sessions ADD COLUMN plugin_flag TEXT",
+        "UPDATE sessions SET plugin_flag = 'x'",
+        "PRAGMA application_id = 4242",
+    )
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.layout == "source" and report.complete, report.to_dict()
+    assert rows(target, "SELECT k, v FROM plugin_notes ORDER BY k") == [("a", "one"), ("b", "two")]
+    assert rows(target, "SELECT DISTINCT plugin_flag FROM sessions") == [("x",)]
+    assert rows(target, "PRAGMA application_id") == [(4242,)]
+    same = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name"
+    assert rows(target, same) == rows(source, same)
+
+
+def test_recover_of_a_schema_it_cannot_use_fails_loudly_naming_what_was_lost(
+    source: Path, tmp_path: Path
+) -> None:
+    # No schema_version: the target falls back to a new store, which has no room for plugins.
+    raw_sql(
+        source,
+        "DROP TABLE schema_version",
+        "CREATE TABLE plugin_notes (id INTEGER PRIMARY KEY, v TEXT)",
+        "INSERT INTO plugin_notes (v) VALUES ('kept only with --allow-partial')",
+    )
+    target = tmp_path / "out.db"
+    report = recover(source, target)
+    assert report.layout == "fallback"
+    assert report.not_copied == {"plugin_notes": 1}
+    assert report.partial and not report.accepted
+    again = recover(source, tmp_path / "again.db", allow_partial=True)
+    assert again.accepted
+
+
+def test_recover_cli_names_the_lost_table_and_exits_1(source: Path, tmp_path: Path) -> None:
+    from clitools import run
+
+    raw_sql(
+        source,
+        "DROP TABLE schema_version",
+        "CREATE TABLE plugin_notes (id INTEGER PRIMARY KEY, v TEXT)",
+        "INSERT INTO plugin_notes (v) VALUES ('x')",
+    )
+    result = run("sessions", "recover", "--from", str(source), "--to", str(tmp_path / "o.db"))
+    assert result.exit_code == 1
+    assert "Lost: table plugin_notes (1 rows)" in result.stderr

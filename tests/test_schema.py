@@ -12,7 +12,7 @@ import pytest
 import upstream30
 from upstream30 import build_upstream30, dump_table, table_names
 
-from hermes_state import schema
+from hermes_state import migrations, schema
 from hermes_state.connection import open_store
 from hermes_state.db import SessionDB
 from hermes_state.errors import SchemaTooNewError
@@ -146,19 +146,61 @@ def set_version(path: Path, version: int) -> None:
 # --- a fresh store -------------------------------------------------------------------------------
 
 
-def test_fresh_store_has_every_spec_table_but_the_lazy_one(db_path: Path) -> None:
+def test_fresh_store_has_every_spec_table_and_upstreams_schema_31_tables(db_path: Path) -> None:
     with open_store(db_path) as store:
-        assert table_names(store.conn) == SPEC_TABLES
+        tables = table_names(store.conn)
+    assert tables >= SPEC_TABLES
+    assert tables >= set(schema.UPSTREAM_TABLE_DDL)
+    assert "delivery_obligations" not in tables  # created on first use
 
 
-def test_fresh_store_sessions_columns_are_the_spec_columns(db_path: Path) -> None:
+def test_fresh_store_sessions_columns_are_upstreams_schema_31_columns(db_path: Path) -> None:
     with open_store(db_path) as store:
-        assert sorted(columns(store.conn, "sessions")) == sorted(SPEC_SESSION_COLUMNS)
+        live = columns(store.conn, "sessions")
+    assert live == list(schema.column_names("sessions"))
+    assert set(SPEC_SESSION_COLUMNS) <= set(live)
+    assert {"created_source", "system_prompt_hash", "hidden", "tool_names"} <= set(live)
 
 
-def test_fresh_store_messages_columns_are_the_spec_columns(db_path: Path) -> None:
+def test_fresh_store_messages_columns_are_upstreams_schema_31_columns(db_path: Path) -> None:
     with open_store(db_path) as store:
-        assert sorted(columns(store.conn, "messages")) == sorted(SPEC_MESSAGE_COLUMNS)
+        live = columns(store.conn, "messages")
+    assert live == list(schema.column_names("messages"))
+    assert set(SPEC_MESSAGE_COLUMNS) <= set(live)
+    assert {"display_identity", "display_order", "_compressed_summary"} <= set(live)
+
+
+def test_fresh_store_has_upstreams_message_uid_trigger_and_index(db_path: Path) -> None:
+    with open_store(db_path) as store:
+        names = {r[0] for r in store.conn.execute("SELECT name FROM sqlite_master")}
+        store.write(
+            lambda c: c.execute(
+                "INSERT INTO sessions (id, source, started_at) VALUES ('s', 'cli', 0)"
+            )
+        )
+        # A writer that knows nothing of uids (an older agent) still gets one.
+        store.write(
+            lambda c: c.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES ('s', 'user', 'x', 0)"
+            )
+        )
+        uid = store.conn.execute("SELECT message_uid FROM messages").fetchone()[0]
+    assert {schema.UID_TRIGGER, "idx_messages_session_uid"} <= names
+    assert HEX32.fullmatch(uid)
+
+
+def test_fresh_store_records_our_additions_under_our_own_key(db_path: Path) -> None:
+    with open_store(db_path) as store:
+        value = store.conn.execute(
+            "SELECT value FROM state_meta WHERE key = ?", (schema.ADDITIONS_KEY,)
+        ).fetchone()[0]
+        ours = [
+            r[0]
+            for r in store.conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'hermes%'")
+        ]
+    assert int(value) == schema.ADDITIONS_VERSION
+    assert ours and not any(n.startswith("messages_fts") for n in ours)
 
 
 def test_fresh_store_records_schema_version_31_in_a_single_row(db_path: Path) -> None:
@@ -200,7 +242,7 @@ def test_ensure_delivery_obligations_creates_the_lazy_table_once(db_path: Path) 
             schema.column_names("delivery_obligations")
         )
         names = {r[1] for r in store.conn.execute("PRAGMA index_list(delivery_obligations)")}
-        assert "idx_delivery_obligations_claim" in names
+        assert "hermes_idx_delivery_claim" in names
 
 
 @pytest.mark.parametrize(
@@ -291,25 +333,29 @@ def test_reconcile_columns_ignores_a_column_a_racing_sibling_added_first(old_sto
 # --- migration steps ---------------------------------------------------------------------------
 
 
-def test_migrations_are_ordered_by_version_and_named_for_it() -> None:
-    versions = [m.version for m in schema.MIGRATIONS]
-    assert versions == sorted(versions)
-    assert all(v <= schema.SCHEMA_VERSION for v in versions)
-    assert all(m.name.startswith(f"v{m.version}_") for m in schema.MIGRATIONS)
+def test_migration_steps_are_named_for_what_they_do() -> None:
+    names = [step.__name__ for step in migrations.STEPS]
+    assert len(set(names)) == len(names)
+    assert names[-1] == "record_version"  # the version is raised only after every step
 
 
-@pytest.mark.parametrize("step", schema.MIGRATIONS, ids=lambda m: m.name)
-def test_each_migration_step_is_idempotent(tmp_path: Path, step: schema.Migration) -> None:
+@pytest.mark.parametrize("step", migrations.STEPS, ids=lambda s: s.__name__)
+def test_each_migration_step_is_idempotent(tmp_path: Path, step: migrations.Step) -> None:
     path = tmp_path / "up30.db"
     build_upstream30(path)
     conn = raw(path, read_only=False)
     try:
-        schema.reconcile_columns(conn)
-        tables = sorted(table_names(conn))
-        step.apply(conn)
+        for earlier in migrations.STEPS[: migrations.STEPS.index(step)]:
+            earlier(conn)
+        step(conn)
+        tables = sorted(
+            t for t in table_names(conn) if not t.startswith(("messages_fts", "hermes_cjk"))
+        )
         once = {t: dump_table(conn, t) for t in tables}
-        step.apply(conn)
+        schema_once = conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall()
+        assert step(conn) is None  # nothing left to do
         assert {t: dump_table(conn, t) for t in tables} == once
+        assert conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall() == schema_once
     finally:
         conn.close()
 
@@ -323,8 +369,8 @@ def test_ledger_step_fills_session_id_from_a_target_session_id_layout(tmp_path: 
     )
     conn.execute("INSERT INTO session_admissions VALUES (1, 'a1', 's1', 'r1')")
     schema.reconcile_columns(conn)
-    schema.v31_runtime_ledger_session_ids(conn)
-    schema.v31_runtime_ledger_session_ids(conn)
+    migrations.fill_ledger_session_ids(conn)
+    migrations.fill_ledger_session_ids(conn)
     assert conn.execute("SELECT session_id FROM session_admissions").fetchall() == [("s1",)]
     conn.close()
 

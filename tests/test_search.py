@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hermes_state import fts, messages, search, sessions
+from hermes_state import cjk, fts, messages, search, sessions
 from hermes_state.connection import Store, open_store
 from hermes_state.search import HIT_KEYS, search_messages
 
@@ -263,8 +264,8 @@ def test_search_during_rebuild_finds_indexed_and_pending_rows_once(store: Store)
     first = messages.append_messages(
         store, "cli-1", [{"role": "user", "content": f"window needle {i}"} for i in range(10)]
     )
-    store.write(fts.start_rebuild)
-    fts.rebuild_fts_step(store, chunk=4)  # ids 1-4 indexed again, 5-10 still pending
+    store.write(fts.start_chunked_rebuild)
+    store.write(lambda conn: fts.rebuild_step(conn, chunk=4))  # 1-4 indexed again, 5-10 pending
     later = add(store, "window needle late")  # above the high water: indexed by trigger
     result = search_messages(store, "needle", limit=50)
     assert sorted(ids(result)) == sorted([*first, later])
@@ -272,9 +273,20 @@ def test_search_during_rebuild_finds_indexed_and_pending_rows_once(store: Store)
     assert all(">>>needle<<<" in hit["snippet"] for hit in result)
 
 
+def _detach(store: Store) -> None:
+    """Do what the agent does to an index it found damaged: flag it, drop its triggers."""
+
+    def fn(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO state_meta(key, value) VALUES ('fts_stale', '1')")
+        for name in fts.EXTERNAL_TRIGGERS:
+            conn.execute(f"DROP TRIGGER {name}")
+
+    store.write(fn)
+
+
 def test_stale_store_is_served_by_a_bounded_scan(store: Store) -> None:
     mid = add(store, "stale but findable")
-    store.write(fts.mark_stale)
+    _detach(store)
     result = search_messages(store, "findable")
     assert (ids(result), result.route) == ([mid], "scan")
 
@@ -284,7 +296,7 @@ def test_scan_reports_partial_when_capped(store: Store, monkeypatch: pytest.Monk
     old = add(store, "capped word")
     for _ in range(5):
         add(store, "something else")
-    store.write(fts.mark_stale)
+    _detach(store)
     result = search_messages(store, "capped")
     assert old not in ids(result) and result.partial
 
@@ -301,7 +313,7 @@ def test_foreign_cjk_row_found_before_and_after_catch_up_exactly_once(
     assert done.returncode == 0, done.stderr
     foreign = store.conn.execute("SELECT MAX(id) FROM messages").fetchone()[0]
     assert ids(search_messages(store, "会議")) == [foreign]  # via the bounded catch-up scan
-    fts.catch_up_cjk(store.conn)
+    cjk.catch_up(store.conn)
     assert ids(search_messages(store, "会議")) == [foreign]  # now via the index
 
 

@@ -424,9 +424,10 @@ def test_counts_by_source_counts_sessions_and_messages(usage: SessionDB) -> None
 def test_store_stats_reports_files_pages_and_row_counts(usage: SessionDB) -> None:
     stats = usage.store_stats()
     assert stats["schema_version"] == 31
-    assert stats["journal_mode"] == "wal"
+    assert stats["journal_mode"] == usage.store.conn.execute("PRAGMA journal_mode").fetchone()[0]
     assert (stats["tables"]["sessions"], stats["tables"]["messages"]) == (2, 3)
-    assert stats["files"]["db"] > 0 and stats["files"]["wal"] > 0
+    assert stats["files"]["db"] > 0
+    assert (stats["files"]["wal"] > 0) == (stats["journal_mode"] == "wal")
     assert stats["total_bytes"] == sum(stats["files"].values())
     assert stats["page_count"] * stats["page_size"] >= stats["files"]["db"]
 

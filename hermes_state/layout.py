@@ -1,0 +1,139 @@
+"""What a store is: which release's schema it carries, whether this package's additions are in
+place, and what writing to it would need (SPEC §19).
+
+``inspect(conn)`` reads the schema table, the version and a few state_meta keys (read-only safe,
+one pass) and returns a :class:`Layout`. Its ``kind`` tells the rest of the package how to treat
+the store:
+
+- ``current``: schema 31 with this package's additions (what ``db migrate`` or an agent-role open
+  leaves, and what a new store gets);
+- ``upstream``: a schema a known Hermes Agent release wrote (22, 30 or 31), untouched by us;
+- ``legacy``: the layout this package wrote before SPEC §19 (its own FTS objects under the
+  agent's names); searchable, but the agent cannot write to it until ``hermes db migrate``;
+- ``unknown``: a schema number no known release writes (newer, or never seen): browse only;
+- ``not_hermes``: an SQLite file without a Hermes schema (another application's database).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Literal
+
+from hermes_state import cjk, fts, meta, schema
+
+Kind = Literal["current", "upstream", "legacy", "unknown", "not_hermes"]
+
+_LEGACY_MARKERS = frozenset(
+    (*fts.LEGACY_TRIGGERS, *cjk.LEGACY_TRIGGERS, *cjk.LEGACY_TABLES, *schema.LEGACY_INDEXES)
+)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The shape of one store, as far as coexistence with the agent is concerned."""
+
+    version: int | None
+    additions: int | None  # version of this package's additions (None: not installed)
+    fts: fts.Flavor | None  # the word/substring layout (None: the store has none)
+    fts_stale: bool = False  # the agent detached its indexes (fts_stale): a rebuild is due
+    objects: frozenset[str] = field(default_factory=frozenset, repr=False)
+    tables: frozenset[str] = field(default_factory=frozenset, repr=False)
+
+    @property
+    def known(self) -> bool:
+        """Tell whether a release this code knows writes this schema version."""
+        return self.version in schema.KNOWN_VERSIONS
+
+    @property
+    def too_new(self) -> bool:
+        """Tell whether the store is newer than this code."""
+        return self.version is not None and self.version > schema.SCHEMA_VERSION
+
+    @property
+    def legacy(self) -> bool:
+        """Tell whether the store carries objects of this package's layout before SPEC §19."""
+        return bool(self.objects & _LEGACY_MARKERS) or self.fts == "legacy"
+
+    @property
+    def fts_complete(self) -> bool:
+        """Tell whether an external layout has every object (a missing trigger loses rows)."""
+        return self.fts != "external" or set(fts.EXTERNAL_DDL) <= self.objects
+
+    @property
+    def has_uid_trigger(self) -> bool:
+        """Tell whether schema 31's message_uid trigger is in place."""
+        return schema.UID_TRIGGER in self.objects
+
+    @property
+    def kind(self) -> Kind:
+        """Classify the store (see the module docstring)."""
+        if self.version is None or not {"sessions", "messages"} <= self.tables:
+            return "not_hermes"
+        if not self.known:
+            return "unknown"
+        if self.legacy:
+            return "legacy"
+        if (
+            self.version == schema.SCHEMA_VERSION
+            and self.additions == schema.ADDITIONS_VERSION
+            and self.has_uid_trigger
+            and self.fts is not None
+            and self.fts_complete
+            and not self.fts_stale
+        ):
+            return "current"
+        return "upstream"
+
+    @property
+    def writable_in_place(self) -> bool:
+        """Tell whether the CLI's edit commands may write to it as it is (SPEC §19.4)."""
+        return self.kind in ("current", "upstream")
+
+    def describe(self) -> str:
+        """Say in words what the store is."""
+        kind = self.kind
+        release = schema.RELEASES_BY_VERSION.get(self.version or -1, "")
+        fts_words = {
+            "external": "external-content search indexes",
+            "inline": "inline search indexes",
+            "legacy": "this tool's pre-0.2 search indexes",
+            "foreign": "search indexes of an unknown shape",
+            None: "no search indexes",
+        }[self.fts]
+        if kind == "not_hermes":
+            return "not a Hermes session store (no sessions/messages schema)"
+        if kind == "unknown":
+            when = "newer than" if self.too_new else "not one of"
+            return (
+                f"schema {self.version}, {when} the versions this hermes knows "
+                f"({', '.join(map(str, schema.KNOWN_VERSIONS))}): browse only"
+            )
+        if kind == "legacy":
+            return (
+                f"schema {self.version} in the layout older hermes-state versions wrote "
+                "(the agent cannot write to it): run `hermes db migrate`"
+            )
+        if kind == "current":
+            return f"schema {self.version} ({release}) with hermes additions v{self.additions}"
+        extra = f", hermes additions v{self.additions}" if self.additions is not None else ""
+        return f"healthy upstream layout: schema {self.version} ({release}), {fts_words}{extra}"
+
+
+def inspect(conn: sqlite3.Connection) -> Layout:
+    """Read the store's layout (read-only safe)."""
+    rows = conn.execute("SELECT type, name FROM sqlite_master").fetchall()
+    objects = frozenset(r[1] for r in rows)
+    tables = frozenset(r[1] for r in rows if r[0] == "table")
+    version = schema.stored_version(conn) if "schema_version" in tables else None
+    additions = meta.get_int(conn, schema.ADDITIONS_KEY) if "state_meta" in tables else None
+    flavor = fts.layout_of(conn) if "messages" in tables else None
+    stale = "state_meta" in tables and meta.get(conn, fts.STALE_KEY) is not None
+    return Layout(
+        version=version,
+        additions=additions,
+        fts=flavor,
+        fts_stale=stale,
+        objects=objects,
+        tables=tables,
+    )
