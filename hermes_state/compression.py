@@ -363,3 +363,15 @@ def compression_ancestors(store: Store, session_id: str) -> list[str]:
 def compression_tip(store: Store, session_id: str) -> str:
     """Return the current end of a session's compression chain (the session itself if none)."""
     return tip_in(store.conn, session_id)
+
+
+def compression_chain(store: Store, session_id: str) -> list[str]:
+    """Return the session and every compression continuation after it, up to the live tip."""
+    chain = [session_id]
+    seen = {session_id}
+    while True:
+        nxt = successor_in(store.conn, chain[-1])
+        if nxt is None or nxt in seen:
+            return chain
+        chain.append(nxt)
+        seen.add(nxt)

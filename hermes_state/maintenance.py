@@ -524,6 +524,19 @@ def optimize(
     )
 
 
+def vacuum(store: Store) -> int:
+    """Merge the search indexes and VACUUM, as the agent's own vacuum does; return how many
+    indexes were merged. Run it while no other process writes (VACUUM takes an exclusive lock)."""
+    require_intact(store)
+    merged = store.write(fts.optimize)
+    with store.lock:
+        store.checkpoint_passive()
+        _vacuum(store)
+        if store.journal_mode == "wal":
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return len(merged)
+
+
 def migrate_store(
     db_path: Path,
     *,

@@ -347,29 +347,50 @@ def message_select(store: Store, alias: str = "") -> str:
 def get_messages(
     store: Store,
     session_id: str,
-    *,
     include_inactive: bool = False,
+    include_compacted: bool = False,
     limit: int | None = None,
+    offset: int = 0,
+    latest: bool = False,
     after_id: int | None = None,
+    include_ancestors: bool = False,
 ) -> list[dict[str, Any]]:
-    """Return a session's messages in id order (live rows only unless include_inactive)."""
-    where = ["session_id = ?"]
-    params: list[Any] = [session_id]
-    if not include_inactive and "active" in store.columns("messages"):
-        where.append("active = 1")
+    """Return a session's messages in id order: live rows only, unless asked for more.
+
+    ``include_compacted`` adds the compression archive, ``include_inactive`` every generation;
+    ``latest`` takes the last ``limit`` rows instead of the first; ``include_ancestors`` puts
+    the rows of the sessions this one continues (compression) first, oldest first.
+    """
+    ids = [session_id]
+    if include_ancestors:
+        from hermes_state.compression import ancestors_in
+
+        ids = [*reversed(ancestors_in(store.conn, session_id)), session_id]
+    where = [f"session_id IN ({','.join('?' * len(ids))})"]
+    params: list[Any] = list(ids)
+    cols = store.columns("messages")
+    if not include_inactive and "active" in cols:
+        both = include_compacted and "compacted" in cols
+        where.append("(active = 1 OR compacted = 1)" if both else "active = 1")
     if after_id is not None:
         where.append("id > ?")
         params.append(int(after_id))
-    sql = f"SELECT {message_select(store)} FROM messages WHERE {' AND '.join(where)} ORDER BY id"
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(int(limit))
+    order = "DESC" if latest and limit is not None else "ASC"
+    sql = (
+        f"SELECT {message_select(store)} FROM messages WHERE {' AND '.join(where)} "
+        f"ORDER BY id {order}"
+    )
+    if limit is not None or offset:
+        sql += " LIMIT ? OFFSET ?"
+        params += [-1 if limit is None else int(limit), max(0, int(offset))]
     # Plain tuples zipped with the column names: a third cheaper than sqlite3.Row -> dict.
     cur = store.conn.cursor()
     cur.row_factory = None
     cur.execute(sql, params)
     names = [d[0] for d in cur.description]
     rows = [_decode_in_place(dict(zip(names, r, strict=True))) for r in cur]
+    if order == "DESC":
+        rows.reverse()
     _derive_tool_call_uids(rows)
     return rows
 
@@ -454,12 +475,36 @@ def to_conversation_message(r: Mapping[str, Any]) -> dict[str, Any]:
         msg["_tool_call_uids"] = r["tool_call_uids"]
     if r.get("tool_call_uid"):
         msg["_tool_call_uid"] = r["tool_call_uid"]
+    # Read back from the store: already persisted (the agent must not write it a second time).
+    msg["_db_persisted"] = True
     return msg
 
 
-def get_messages_as_conversation(store: Store, session_id: str) -> list[dict[str, Any]]:
-    """Return a session's live messages as OpenAI-style dicts, ownership markers removed."""
-    return [to_conversation_message(r) for r in get_messages(store, session_id)]
+def get_messages_as_conversation(
+    store: Store,
+    session_id: str,
+    include_ancestors: bool = False,
+    include_inactive: bool = False,
+    include_row_ids: bool = False,
+    include_compacted: bool = False,
+) -> list[dict[str, Any]]:
+    """Return a session's live messages as OpenAI-style dicts, ownership markers removed.
+
+    ``include_row_ids`` adds each row's id as ``_row_id`` (never sent to a provider).
+    """
+    out = []
+    for r in get_messages(
+        store,
+        session_id,
+        include_inactive=include_inactive,
+        include_compacted=include_compacted,
+        include_ancestors=include_ancestors,
+    ):
+        msg = to_conversation_message(r)
+        if include_row_ids:
+            msg["_row_id"] = r["id"]
+        out.append(msg)
+    return out
 
 
 def clear_messages_in(conn: sqlite3.Connection, session_id: str) -> int:
@@ -469,3 +514,111 @@ def clear_messages_in(conn: sqlite3.Connection, session_id: str) -> int:
         "UPDATE sessions SET message_count = 0, tool_call_count = 0 WHERE id = ?", (session_id,)
     )
     return n
+
+
+def message_count(store: Store, session_id: str | None = None) -> int:
+    """Count the messages of one session, or of the whole store (every generation)."""
+    if session_id is None:
+        return int(store.conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+    row = store.conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,))
+    return int(row.fetchone()[0])
+
+
+def append_messages_batch(
+    store: Store,
+    session_id: str,
+    messages: list[Mapping[str, Any]],
+    chunk_rows: int | None = None,
+) -> int:
+    """Append messages in one transaction (or chunks of chunk_rows); return how many."""
+    if not messages:
+        return 0
+    size = len(messages) if not chunk_rows or chunk_rows <= 0 else int(chunk_rows)
+    added = 0
+    for start in range(0, len(messages), size):
+        added += len(append_messages(store, session_id, messages[start : start + size]))
+    return added
+
+
+_IDENTITY = ("role", "content", "tool_call_id", "tool_name", "tool_calls")
+
+
+def _same_message(row: Mapping[str, Any], msg: Mapping[str, Any]) -> bool:
+    """Tell whether a stored live row is the given message (role, content and tool identity)."""
+    want = dict(msg)
+    want["content"] = msg.get("content")
+    want["tool_calls"] = _normalise_tool_calls(msg.get("tool_calls"))
+    return all(row.get(k) == want.get(k) for k in _IDENTITY)
+
+
+def replace_messages(
+    store: Store,
+    session_id: str,
+    messages: list[Mapping[str, Any]],
+    active_only: bool = False,
+    archive_dropped: bool = False,
+) -> None:
+    """Replace a session's messages with the given ones, in one transaction.
+
+    By default every row is deleted (with ``active_only``, the live rows only, sparing
+    compression archives). With ``archive_dropped`` nothing is deleted: live rows that match the
+    new list's beginning stay as they are, the rest of the live rows are marked taken back
+    (``active=0, compacted=0``, readable with include_inactive) and the remaining new messages
+    are appended — what a rewind, edit or regenerate must do so no turn is lost. A message's
+    ``message_uid`` is kept when it carries one. A session ended by compression is refused:
+    its continuation is where the conversation goes on.
+    """
+    from hermes_state.compression import COMPRESSION_END_REASON, CompressionError
+
+    def fn(conn: sqlite3.Connection) -> None:
+        row = conn.execute("SELECT end_reason FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(f"No session with id {session_id}")
+        if row[0] == COMPRESSION_END_REASON:
+            raise CompressionError(
+                f"Session {session_id} was continued by compression; write to its successor"
+            )
+        new = list(messages)
+        if archive_dropped:
+            live = [
+                _decode_in_place(dict(r))
+                for r in conn.execute(
+                    f"SELECT {', '.join(('id', *_IDENTITY))} FROM messages "
+                    "WHERE session_id = ? AND active = 1 ORDER BY id",
+                    (session_id,),
+                )
+            ]
+            kept = 0
+            while kept < min(len(live), len(new)) and _same_message(live[kept], new[kept]):
+                kept += 1
+            if kept < len(live):
+                conn.execute(
+                    "UPDATE messages SET active = 0, compacted = 0 "
+                    "WHERE session_id = ? AND active = 1 AND id >= ?",
+                    (session_id, live[kept]["id"]),
+                )
+            new = new[kept:]
+        elif active_only:
+            conn.execute("DELETE FROM messages WHERE session_id = ? AND active = 1", (session_id,))
+        else:
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+        if new:
+            insert_messages(conn, session_id, new)
+        recount_in(conn, session_id)
+
+    store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
+
+
+def recount_in(conn: sqlite3.Connection, session_id: str) -> None:
+    """Set a session's message_count and tool_call_count from its live rows."""
+    n = calls = 0
+    for (text,) in conn.execute(
+        "SELECT tool_calls FROM messages WHERE session_id = ? AND active = 1", (session_id,)
+    ):
+        n += 1
+        with contextlib.suppress(ValueError, TypeError):
+            calls += _count_tool_calls(_normalise_tool_calls(text))
+    conn.execute(
+        "UPDATE sessions SET message_count = ?, tool_call_count = ? WHERE id = ?",
+        (n, calls, session_id),
+    )

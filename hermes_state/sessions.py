@@ -114,6 +114,36 @@ def create_session(
     return store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
 
 
+def ensure_session(
+    store: Store, session_id: str, source: str = "unknown", model: str | None = None, **columns: Any
+) -> str:
+    """Make sure a session row exists (an upsert that only fills what is still empty)."""
+    return create_session(store, session_id, source, model=model, **columns)
+
+
+def update_system_prompt(store: Store, session_id: str, system_prompt: str | None) -> None:
+    """Store a session's assembled system prompt.
+
+    Kept inline in ``sessions.system_prompt`` (and any content-addressed hash cleared): every
+    release reads the inline column — Hermes Agent 0.19 knows no other — while 0.21+ prefer the
+    hash only when one is set.
+    """
+    clean = scrub_surrogates(system_prompt) if system_prompt is not None else None
+    with_hash = "system_prompt_hash" in store.columns("sessions")
+
+    def fn(conn: sqlite3.Connection) -> None:
+        require_session_in(conn, session_id)
+        if with_hash:
+            conn.execute(
+                "UPDATE sessions SET system_prompt = ?, system_prompt_hash = NULL WHERE id = ?",
+                (clean, session_id),
+            )
+        else:
+            conn.execute("UPDATE sessions SET system_prompt = ? WHERE id = ?", (clean, session_id))
+
+    store.write(fn)
+
+
 def end_session(
     store: Store, session_id: str, end_reason: str, *, ended_at: float | None = None
 ) -> bool:
@@ -273,6 +303,14 @@ def get_session_title(store: Store, session_id: str) -> str | None:
 
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def get_session_by_title(store: Store, title: str) -> dict[str, Any] | None:
+    """Return the session whose title is exactly this one, or None."""
+    row = store.conn.execute(
+        "SELECT id FROM sessions WHERE title = ?", (bindable(title),)
+    ).fetchone()
+    return None if row is None else get_session(store, row[0])
 
 
 def resolve_session_by_title(store: Store, title: str) -> str | None:
@@ -503,7 +541,8 @@ def record_usage(
     if unknown:
         raise TypeError(f"record_usage() got unexpected counters: {', '.join(sorted(unknown))}")
     counts = {c: int(counters.get(c, 0)) for c in USAGE_COUNTERS}
-    counts["api_call_count"] = counts["api_call_count"] or 1
+    if "api_call_count" not in counters:
+        counts["api_call_count"] = 1  # one call unless the caller says how many
     now = time.time() if at is None else float(at)
 
     def fn(conn: sqlite3.Connection) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_state import sessions
 from hermes_state.db import SessionDB
 from hermes_state.errors import (
     AmbiguousSessionIdError,
@@ -87,9 +88,9 @@ def test_child_session_keeps_its_own_cwd_over_the_parents(db: SessionDB) -> None
 
 def test_end_session_first_end_wins(db: SessionDB) -> None:
     db.create_session("s1", "cli")
-    assert db.end_session("s1", "user_exit") is True
+    assert sessions.end_session(db.store, "s1", "user_exit") is True
     ended_at = db.get_session("s1")["ended_at"]
-    assert db.end_session("s1", "idle") is False
+    assert sessions.end_session(db.store, "s1", "idle") is False
     row = db.get_session("s1")
     assert (row["end_reason"], row["ended_at"]) == ("user_exit", ended_at)
 
@@ -100,7 +101,7 @@ def test_reopen_session_clears_the_end(db: SessionDB) -> None:
     db.reopen_session("s1")
     row = db.get_session("s1")
     assert (row["ended_at"], row["end_reason"]) == (None, None)
-    assert db.end_session("s1", "idle") is True
+    assert sessions.end_session(db.store, "s1", "idle") is True
 
 
 def test_get_session_of_an_unknown_id_is_none(db: SessionDB) -> None:
@@ -131,8 +132,9 @@ def test_resolve_session_id_treats_like_wildcards_literally(named: SessionDB) ->
 
 
 def test_resolve_session_id_raises_on_an_ambiguous_prefix(named: SessionDB) -> None:
+    assert named.resolve_session_id("ab") is None  # the agent's façade: no unique answer
     with pytest.raises(AmbiguousSessionIdError) as caught:
-        named.resolve_session_id("ab")
+        sessions.resolve_session_id(named.store, "ab")
     assert "abc" in str(caught.value) and "abcd" in str(caught.value)
     assert caught.value.hint
 
@@ -157,14 +159,17 @@ def test_find_session_raises_when_nothing_matches(named: SessionDB) -> None:
 
 def test_title_is_sanitised(db: SessionDB) -> None:
     db.create_session("s1", "cli")
-    stored = db.set_session_title("s1", "  Fix\u200b the\t\tDocker\x07  build\ufeff \n")
+    stored = sessions.set_session_title(
+        db.store, "s1", "  Fix\u200b the\t\tDocker\x07  build\ufeff \n"
+    )
     assert stored == "Fix the Docker build"
     assert db.get_session_title("s1") == "Fix the Docker build"
 
 
 def test_title_of_100_chars_is_accepted(db: SessionDB) -> None:
     db.create_session("s1", "cli")
-    assert db.set_session_title("s1", "x" * 100) == "x" * 100
+    assert db.set_session_title("s1", "x" * 100) is True
+    assert db.get_session_title("s1") == "x" * 100
 
 
 def test_title_over_100_chars_raises_and_keeps_the_old_title(db: SessionDB) -> None:
@@ -190,7 +195,7 @@ def test_duplicate_title_raises_naming_the_holder(db: SessionDB) -> None:
 def test_setting_the_same_title_again_on_its_holder_is_fine(db: SessionDB) -> None:
     db.create_session("s1", "cli")
     db.set_session_title("s1", "Mine")
-    assert db.set_session_title("s1", "Mine") == "Mine"
+    assert db.set_session_title("s1", "Mine") is True
 
 
 @pytest.mark.parametrize("cleared", [None, "", " \u200b "])
@@ -198,9 +203,9 @@ def test_clearing_a_title_frees_it_for_another_session(db: SessionDB, cleared: s
     db.create_session("s1", "cli")
     db.create_session("s2", "cli")
     db.set_session_title("s1", "Shared")
-    assert db.set_session_title("s1", cleared) is None
+    assert db.set_session_title("s1", cleared) is False
     assert db.get_session_title("s1") is None
-    assert db.set_session_title("s2", "Shared") == "Shared"
+    assert db.set_session_title("s2", "Shared") is True
 
 
 @pytest.fixture
@@ -493,7 +498,7 @@ def test_session_ids_are_stored_verbatim(db: SessionDB) -> None:
 
 def test_end_session_and_record_usage_take_explicit_times(db) -> None:
     db.create_session("t1", "cli")
-    assert db.end_session("t1", "user_exit", ended_at=1_700_000_000.5)
+    db.end_session("t1", "user_exit", ended_at=1_700_000_000.5)
     assert db.get_session("t1")["ended_at"] == 1_700_000_000.5
     db.record_usage("t1", "m", input_tokens=5, at=1_700_000_100.0)
     row = db.store.conn.execute(
