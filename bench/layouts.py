@@ -54,7 +54,12 @@ def strip_additions(db: Path) -> None:
             conn.execute(f'DROP {kind.upper()} "{name}"')
         conn.execute(f"DROP TABLE {cjk.TABLE}")
         conn.execute(f"DROP TABLE {cjk.PENDING_TABLE}")
-        for table in ("worker_receipts", "worker_executions", "session_admissions", "runtime_epoch"):
+        for table in (
+            "worker_receipts",
+            "worker_executions",
+            "session_admissions",
+            "runtime_epoch",
+        ):
             conn.execute(f"DROP TABLE {table}")
         conn.execute("DELETE FROM state_meta WHERE key LIKE 'hermes\\_%' ESCAPE '\\'")
         conn.execute("COMMIT")
@@ -163,7 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     shutil.copyfile(ours, upstream)
     strip_additions(upstream)
     rows: dict[str, dict[str, Any]] = {}
-    for label, db, role in (("created by hermes", ours, "agent"), ("upstream layout", upstream, "edit")):
+    for label, db, role in (
+        ("created by hermes", ours, "agent"),
+        ("upstream layout", upstream, "edit"),
+    ):
         size = sizes(db)
         store = open_store(db, read_only=True)
         try:
@@ -171,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             store.close()
         rows[label] = {"size": size, "search": found, "append": appends(db, role)}
-    print(f"\nstore layouts — {args.messages:,} messages, seed {args.seed}, SQLite {sqlite3.sqlite_version}")
+    print(
+        f"\nstore layouts — {args.messages:,} messages, seed {args.seed}, "
+        f"SQLite {sqlite3.sqlite_version}"
+    )
     header = f"{'':34}" + "".join(f"{label:>26}" for label in rows)
     print(header)
     print("-" * len(header))
@@ -182,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     line("file / message text", lambda r: f"{r['size']['file'] / max(1, r['size']['text']):.2f}×")
     line("file size", lambda r: f"{r['size']['file'] / MB:,.1f} MB")
     for part in ("messages", "word", "trigram", "cjk"):
-        line(f"  {part} / text", lambda r, p=part: f"{r['size'][p] / max(1, r['size']['text']):.2f}×")
+        line(
+            f"  {part} / text", lambda r, p=part: f"{r['size'][p] / max(1, r['size']['text']):.2f}×"
+        )
     line("single appends", lambda r: f"{r['append'][0]:,.0f}/s")
     line("batched appends", lambda r: f"{r['append'][1]:,.0f} msgs/s")
     for name in rows["created by hermes"]["search"]:
