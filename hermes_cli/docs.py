@@ -335,7 +335,7 @@ def zsh(root: CommandDoc) -> str:
         "            if [[ $line == *$'\\t'* ]]; then",
         "                described+=(\"${${line%%$'\\t'*}//:/\\\\:}:${line#*$'\\t'}\")",
         "            else",
-        "                described+=(\"${line//:/\\\\:}\")",
+        '                described+=("${line//:/\\\\:}")',
         "            fi",
         "        done",
         "        _describe -V -t sessions session described",

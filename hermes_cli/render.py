@@ -254,7 +254,9 @@ class ProgressBar:
     def phase(self, description: str, total: int | None = None) -> None:
         """Start a new phase: a new description, a new total (None: unknown), counting from 0."""
         if self._bar is not None:
-            # A fresh task: rich cannot set a known total back to "unknown".
+            # Draw where the last phase ended, then a fresh task: rich cannot set a known total
+            # back to "unknown".
+            self._bar.refresh()
             self._bar.remove_task(self._task)
             self._task = self._bar.add_task(sanitize.one_line(description), total=total)
 

@@ -127,9 +127,9 @@ def bash_complete(words: list[str], env: dict[str, str]) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_session_ids_newest_first(sample: Path, shell_env: dict[str, str]) -> None:
     assert bash_complete(["hermes", "sessions", "show", ""], shell_env)[:3] == NEWEST
-    assert bash_complete(["hermes", "sessions", "export", "--session-id", "2026113"], shell_env) == [
-        "20261130_091233_3d4e5f"
-    ]
+    assert bash_complete(
+        ["hermes", "sessions", "export", "--session-id", "2026113"], shell_env
+    ) == ["20261130_091233_3d4e5f"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
@@ -166,7 +166,9 @@ def test_bash_completes_from_the_profile_given_with_p(
         sessions.create_session(store, "coder-1", "slack")
     words = ["hermes", "-p", "coder", "sessions", "show", ""]
     assert bash_complete(words, shell_env) == ["coder-1"]
-    assert bash_complete(["hermes", "--profile=coder", "sessions", "list", "--source", ""], shell_env) == ["slack"]
+    assert bash_complete(
+        ["hermes", "--profile=coder", "sessions", "list", "--source", ""], shell_env
+    ) == ["slack"]
 
 
 # --- zsh ------------------------------------------------------------------------------------
@@ -227,7 +229,8 @@ def fish_complete(line: str, env: dict[str, str]) -> list[tuple[str, str]]:
     script = f"source '{REPO_ROOT / 'completions' / 'hermes.fish'}'; complete -C '{line}'"
     proc = subprocess.run(["fish", "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    return [tuple((x.split("\t") + [""])[:2]) for x in proc.stdout.splitlines()]  # type: ignore[misc]
+    pairs = [[*x.split("\t"), ""][:2] for x in proc.stdout.splitlines()]
+    return [(value, description) for value, description in pairs]
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")

@@ -52,7 +52,7 @@ READ_COMMANDS = [
 
 
 def write_hostile_store(path: Path) -> None:
-    """Fill a store with hostile text, titles set behind the library's back like a foreign writer."""
+    """Fill a store with hostile text; titles are set behind the library's back (foreign writer)."""
     with open_store(path) as store:
         sessions.create_session(store, "hostile_1", "cli", model=MODEL, started_at=1.79e9)
         messages.append_message(store, "hostile_1", "user", CONTENT, timestamp=1.79e9 + 10)
@@ -179,7 +179,9 @@ def test_rich_markup_in_stored_text_is_printed_literally(hostile: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [("sessions", "list"), ("sessions", "stats")], ids=" ".join)
-def test_a_closing_markup_tag_in_a_title_does_not_crash(hostile: Path, args: tuple[str, ...]) -> None:
+def test_a_closing_markup_tag_in_a_title_does_not_crash(
+    hostile: Path, args: tuple[str, ...]
+) -> None:
     result = pty_child(*args, "--no-pager", "--color", "always", columns=120)
     assert result.returncode == 0 and "[/bold]" in result.output
 

@@ -132,7 +132,13 @@ def test_stats_on_a_terminal_never_cuts_a_number(sample: Path, width: int) -> No
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize(
     "args",
-    [("db", "check"), ("db", "path"), ("db", "lockowners"), ("profile", "list"), ("profile", "show")],
+    [
+        ("db", "check"),
+        ("db", "path"),
+        ("db", "lockowners"),
+        ("profile", "list"),
+        ("profile", "show"),
+    ],
     ids=" ".join,
 )
 def test_other_read_commands_render_at_every_width(
@@ -149,8 +155,18 @@ def test_piped_list_is_whole_stable_and_absolute(sample: Path) -> None:
     assert "…" not in out.replace("mode in…", "")  # only the library's own preview ellipsis
     assert "anthropic/claude-sonnet-4" in out and " ago" not in out and "yesterday" not in out
     header = out.splitlines()[0]
-    assert header.split() == ["ID", "Title", "/", "preview", "Source", "Model", "Msgs", "Tokens",
-                              "Last", "active"]
+    assert header.split() == [
+        "ID",
+        "Title",
+        "/",
+        "preview",
+        "Source",
+        "Model",
+        "Msgs",
+        "Tokens",
+        "Last",
+        "active",
+    ]
     assert child("sessions", "list").stdout == out  # the same twice: stable
 
 
@@ -252,7 +268,10 @@ def test_jsonl_csv_and_tsv_parse_with_the_standard_library_and_match_json(
 
 
 def test_json_is_an_alias_of_format_json(sample: Path) -> None:
-    assert run("sessions", "list", "--json").stdout == run("sessions", "list", "--format", "json").stdout
+    assert (
+        run("sessions", "list", "--json").stdout
+        == run("sessions", "list", "--format", "json").stdout
+    )
 
 
 def test_json_and_a_different_format_together_are_a_usage_error(sample: Path) -> None:

@@ -490,8 +490,65 @@ def test_show_json_is_the_export_record_in_the_documented_vocabulary(sample: Pat
     with open_store(sample, read_only=True) as store:
         record = portability.export_session(store, TOKYO)
     shown = run_json("sessions", "show", TOKYO)
-    assert {k: v for k, v in shown.items() if k != "messages"} == records.session(
-        record, "default"
-    )
+    assert {k: v for k, v in shown.items() if k != "messages"} == records.session(record, "default")
     assert shown["messages"] == [records.message(m, TOKYO) for m in record["messages"]]
     assert shown["started_at"] == records.iso_utc(record["started_at"])
+
+
+# --- the same filters everywhere ------------------------------------------------------------
+
+
+def test_list_since_and_until_take_dates_and_durations(sample: Path) -> None:
+    since = _ids(run_json("sessions", "list", "--since", "2026-11-29"))
+    assert since == [NEWEST, "20261130_091233_3d4e5f", "20261129_030000_2c3d4e"]
+    window = run_json("sessions", "list", "--since", "2026-11-20", "--until", "2026-11-21")
+    assert _ids(window) == [CHAT_SEND] and window["total"] == 1
+    assert run_json("sessions", "list", "--since", "1m")["total"] == 0  # nothing in the last minute
+
+
+def test_search_since_and_until_filter_by_message_time(sample: Path) -> None:
+    every = run_json("sessions", "search", "chat-send")["hits"]
+    later = run_json("sessions", "search", "chat-send", "--since", "2026-11-21")["hits"]
+    assert {h["session_id"] for h in later} == {"20261121_060000_d90a11"}
+    earlier = run_json("sessions", "search", "chat-send", "--until", "2026-11-21")["hits"]
+    assert len(later) + len(earlier) == len(every)
+
+
+def test_export_takes_repeated_sources_exclusions_and_since_until(sample: Path) -> None:
+    out = run("sessions", "export", "--source", "cron", "--source", "discord")
+    assert {json.loads(x)["source"] for x in out.stdout.splitlines()} == {"cron", "discord"}
+    out = run("sessions", "export", "--exclude-source", "cli", "--since", "2026-11-29")
+    assert [json.loads(x)["id"] for x in out.stdout.splitlines()] == [
+        "20261129_030000_2c3d4e",
+        "20261130_091233_3d4e5f",
+    ]
+    old_name = run("sessions", "export", "--newer-than", "2026-11-29", "--exclude-source", "cli")
+    assert old_name.stdout == out.stdout
+
+
+def test_prune_since_and_exclude_source_narrow_what_is_deleted(sample: Path) -> None:
+    result = run(
+        "sessions",
+        "prune",
+        "--until",
+        "2026-11-25",
+        "--since",
+        "2026-11-20",
+        "--exclude-source",
+        "cron",
+        "--dry-run",
+    )
+    assert result.exit_code == 0, result.stderr
+    listed = [line.strip() for line in result.stdout.splitlines() if line.startswith("  2026")]
+    assert listed == [
+        CHAT_SEND,
+        "20261122_101500_e11b20",
+        "20261122_113000_e11b21",
+        "20261124_183322_f00d01",
+    ]
+
+
+@pytest.mark.parametrize("command", ["list", "export", "prune"])
+def test_a_bad_since_is_a_usage_error_naming_the_flag(sample: Path, command: str) -> None:
+    result = run("sessions", command, "--since", "lately")
+    assert result.exit_code == 2 and "--since" in result.stderr and "2w" in result.stderr
