@@ -36,33 +36,6 @@ def path(
     render.echo(str(db))
 
 
-def _lock_rows(report: dict) -> list[dict]:
-    """Return a lock report's holders and lock-less openers as rows of records.LOCK_ROW_KEYS."""
-    rows = [
-        {
-            "pid": h["pid"],
-            "command": h["command"],
-            "file": h["file"],
-            "lock": h["kind"],
-            "access": h["access"],
-            "mechanism": h.get("mechanism"),
-        }
-        for h in report["holders"]
-    ]
-    rows += [
-        {
-            "pid": o["pid"],
-            "command": o["command"],
-            "file": o["file"],
-            "lock": None,
-            "access": None,
-            "mechanism": None,
-        }
-        for o in report["open_files"]
-    ]
-    return rows
-
-
 @command(app, "lockowners", examples=["hermes db lockowners", "hermes db lockowners --json"])
 def lockowners(
     fmt: FormatOption = None, as_json: JsonFlag = False, color: ColorOption = output.ColorMode.auto
@@ -75,7 +48,7 @@ def lockowners(
     report = lib.lock_holders(stores.db_path())
     data = report.to_dict()
     data = {"path": data.pop("db_path"), **data}  # the store path is `path` everywhere
-    if output.emit(settings, data, _lock_rows(data), records.LOCK_ROW_KEYS):
+    if output.emit(settings, data, records.lock_rows(data), records.LOCK_ROW_KEYS):
         return
     render.lock_report(report)
 

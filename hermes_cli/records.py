@@ -238,6 +238,27 @@ def stats(report: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def lock_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return a lock report's holders, then its lock-less openers, as LOCK_ROW_KEYS rows."""
+    rows = [
+        {
+            "pid": h.get("pid"),
+            "command": h.get("command"),
+            "file": h.get("file"),
+            "lock": h.get("kind"),
+            "access": h.get("access"),
+            "mechanism": h.get("mechanism"),
+        }
+        for h in report.get("holders") or []
+    ]
+    rows += [
+        {k: o.get(k) for k in ("pid", "command", "file")}
+        | {"lock": None, "access": None, "mechanism": None}
+        for o in report.get("open_files") or []
+    ]
+    return rows
+
+
 def stats_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Yield a stats report (documented shape) as {profile, section, item, metric, value} rows."""
     profile = report["profile"]

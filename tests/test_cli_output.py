@@ -344,3 +344,13 @@ def test_the_keys_emitted_are_the_keys_the_man_page_documents(
     assert tuple(emitted) == keys
     page = (REPO_ROOT / "man" / "hermes.1").read_text(encoding="utf-8")
     assert docs.roff_text(", ".join(keys)) in page.replace("\n", " ")
+
+
+def test_lockowners_records_list_holders_and_openers_like_json(sample: Path, hold_store) -> None:  # type: ignore[no-untyped-def]
+    holder = hold_store(sample, "lock")
+    document = json.loads(run("db", "lockowners", "--json").stdout)
+    assert document["path"] == str(sample) and "db_path" not in document
+    rows = [json.loads(x) for x in run("db", "lockowners", "--format", "jsonl").stdout.splitlines()]
+    assert rows == records.lock_rows(document)
+    assert any(r["pid"] == holder.proc.pid and r["access"] == "WRITE" for r in rows)
+    assert all(tuple(r) == records.LOCK_ROW_KEYS for r in rows)
