@@ -181,13 +181,20 @@ def fit(columns: Sequence[Column], natural: Sequence[int], width: int | None) ->
         dropped.append(i)
     widths = {i: floor(i) for i in keep}
     spare = width - needed(keep)
-    # Give room back to the shrunken columns, left to right (the title before the model): first
-    # up to their preferred width, then up to whole.
-    for goal in (lambda i: min(natural[i], columns[i].prefer or natural[i]), natural.__getitem__):
+    # Give room back to the shrunken columns: first towards their preferred widths, shared in
+    # proportion to what each lacks; then up to whole, left to right (the title first).
+    wanted = {i: min(natural[i], columns[i].prefer or natural[i]) - widths[i] for i in keep}
+    lacking = sum(w for w in wanted.values() if w > 0)
+    if lacking and spare > 0:
+        share = min(1.0, spare / lacking)
         for i in keep:
-            extra = max(0, min(spare, goal(i) - widths[i]))
+            extra = int(max(0, wanted[i]) * share)
             widths[i] += extra
             spare -= extra
+    for i in keep:
+        extra = max(0, min(spare, natural[i] - widths[i]))
+        widths[i] += extra
+        spare -= extra
     return Fitted(keep, [widths[i] for i in keep], [columns[i].header for i in sorted(dropped)])
 
 
