@@ -15,7 +15,8 @@ from hermes_cli.output import ColorMode, Format
 JSON_HELP = "Same as --format json."
 FORMAT_HELP = (
     "table (for people; the default), json (one document), jsonl (one record per line), "
-    "csv or tsv (a header line, then one record per line). Keys: see hermes(1)."
+    "csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, "
+    "newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1)."
 )
 AGE_HELP = "AGE: 90 (days), 90d, 12h, 30m, 2w, or an ISO date."
 WHEN_HELP = "WHEN: a duration back from now (7d, 12h, 2w) or an ISO date (2026-01-31)."

@@ -267,13 +267,30 @@ def cell(value: Any) -> str:
     return str(value)
 
 
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_field(text: str) -> str:
+    """Return a TSV field: backslash, tab, newline and CR written as \\\\, \\t, \\n, \\r."""
+    return text.translate(_TSV_ESCAPES)
+
+
+def tsv_unescape(field: str) -> str:
+    """Return the text a TSV field stands for (the inverse of tsv_field)."""
+    return re.sub(r"\\(.)", lambda m: {"t": "\t", "n": "\n", "r": "\r"}.get(m[1], m[1]), field)
+
+
 def emit_delimited(rows: Iterable[Mapping[str, Any]], keys: Sequence[str], fmt: Format) -> None:
-    """Print rows as CSV or TSV with a header line (RFC 4180 quoting; tabs for TSV)."""
-    writer = csv.writer(
-        sys.stdout, delimiter="\t" if fmt is Format.tsv else ",", lineterminator="\n"
-    )
-    # A person reading CSV on a terminal gets the same protection as from a table.
+    """Print rows with a header line: CSV quoted as RFC 4180, TSV one record per line."""
+    # A person reading CSV/TSV on a terminal gets the same protection as from a table.
     safe = sanitize.multiline if isatty(sys.stdout) else str
+    if fmt is Format.tsv:
+        write = sys.stdout.write
+        write("\t".join(keys) + "\n")
+        for row in rows:
+            write("\t".join(safe(tsv_field(cell(row.get(k)))) for k in keys) + "\n")
+        return
+    writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(keys)
     for row in rows:
         writer.writerow([safe(cell(row.get(k))) for k in keys])

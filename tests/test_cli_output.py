@@ -261,10 +261,25 @@ def test_jsonl_csv_and_tsv_parse_with_the_standard_library_and_match_json(
     assert expected
     jsonl = run(*args, "--format", "jsonl").stdout
     assert [json.loads(line) for line in jsonl.splitlines()] == expected
-    for fmt, delimiter in (("csv", ","), ("tsv", "\t")):
-        text = run(*args, "--format", fmt).stdout
-        rows = list(csv.DictReader(io.StringIO(text), delimiter=delimiter))
-        assert rows == [{k: output.cell(v) for k, v in r.items()} for r in expected], fmt
+    want = [{k: output.cell(v) for k, v in r.items()} for r in expected]
+    text = run(*args, "--format", "csv").stdout
+    assert list(csv.DictReader(io.StringIO(text))) == want
+    text = run(*args, "--format", "tsv").stdout
+    reader = csv.reader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header, *lines = list(reader)
+    assert len(lines) == len(want)  # one record per line, whatever the text holds
+    got = [{k: output.tsv_unescape(v) for k, v in zip(header, line, strict=True)} for line in lines]
+    assert got == want
+
+
+def test_tsv_keeps_multi_line_text_on_one_line_for_cut(sample: Path) -> None:
+    out = run("sessions", "search", "会議", "--format", "tsv").stdout
+    lines = out.splitlines()
+    assert len(lines) == 1 + len(
+        json.loads(run("sessions", "search", "会議", "--json").stdout)["hits"]
+    )
+    assert all(line.count("\t") == len(records.HIT_KEYS) - 1 for line in lines)
+    assert "\\n- 水曜" in out  # the snippet's newline, escaped
 
 
 def test_json_is_an_alias_of_format_json(sample: Path) -> None:
