@@ -1,7 +1,8 @@
 """A pager for long output on a terminal, the way git does it.
 
 The pager is `$HERMES_PAGER`, else `$PAGER`, else `less` (with `LESS=FRX` when LESS is unset, so
-colours are kept and a screenful is left on the terminal). An empty value or `cat` means no pager.
+colours are kept and a screenful is left on the terminal). An empty value or `cat` means no pager,
+and so does a pager program that cannot be found (the output is printed instead of lost).
 Output is held back until it is longer than the terminal; only then is the pager started, so
 short output prints as usual whatever the pager is. It is never used when stdout is not a
 terminal, for machine formats, or with --no-pager. Quitting the pager early ends the command
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -26,13 +28,28 @@ from hermes_cli.layout import visible_width
 DEFAULT_PAGER = "less"
 
 
+def _runnable(command: str) -> bool:
+    """Tell whether a pager command line's program exists (shell syntax is given the benefit)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if not words:
+        return False
+    if "=" in words[0] or any(ch in command for ch in "|;&<>$`("):
+        return True  # a shell line: the shell will say if it cannot run it
+    return shutil.which(words[0]) is not None
+
+
 def pager_command() -> str | None:
-    """Return the pager command line to run, or None when paging is switched off."""
+    """Return the pager command line to run, or None when paging is off or cannot run."""
     for name in ("HERMES_PAGER", "PAGER"):
         value = os.environ.get(name)
         if value is not None:
             value = value.strip()
-            return None if value in ("", "cat") else value
+            if value in ("", "cat") or not _runnable(value):
+                return None  # a missing pager must not swallow the output
+            return value
     return DEFAULT_PAGER if shutil.which(DEFAULT_PAGER) else None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -263,8 +264,6 @@ class ProgressBar:
 
 def progress_wanted() -> bool:
     """Tell whether progress may be drawn: stderr is a terminal that can move its cursor."""
-    import os
-
     return output.isatty(sys.stderr) and os.environ.get("TERM") != "dumb"
 
 

@@ -91,6 +91,7 @@ def test_short_output_on_a_terminal_is_printed_without_the_pager(
         (("--format", "jsonl"), {}),
         ((), {"PAGER": "cat"}),
         ((), {"PAGER": ""}),
+        ((), {"PAGER": "no-such-pager-here -R"}),
     ],
 )
 def test_no_pager_when_asked_for_machine_formats_or_cat(
