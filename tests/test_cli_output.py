@@ -131,22 +131,25 @@ def test_stats_on_a_terminal_never_cuts_a_number(sample: Path, width: int) -> No
 
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize(
-    "args",
+    ("args", "expected"),
     [
-        ("db", "check"),
-        ("db", "path"),
-        ("db", "lockowners"),
-        ("profile", "list"),
-        ("profile", "show"),
+        (("db", "check"), ["ok    schema: v31", "Store is healthy."]),
+        (("db", "path"), ["STORE"]),
+        (("db", "lockowners"), ["No process holds or has open"]),
+        (("profile", "list"), ["default  *", "Profile  Active"]),
+        (("profile", "show"), ["Profile:    default", "Sticky:     yes"]),
     ],
-    ids=" ".join,
+    ids=lambda v: " ".join(v) if isinstance(v, tuple) else "",
 )
 def test_other_read_commands_render_at_every_width(
-    sample: Path, width: int, args: tuple[str, ...]
+    sample: Path, width: int, args: tuple[str, ...], expected: list[str]
 ) -> None:
     result = pty_child(*args, columns=width)
     assert result.returncode == 0, result.output
-    assert_no_number_cut(bare(result.output))
+    text = bare(result.output)
+    for piece in expected:
+        assert (str(sample) if piece == "STORE" else piece) in text, (width, piece)
+    assert_no_number_cut(text)
     assert "Traceback" not in result.output
 
 
