@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -34,7 +35,9 @@ def shell_env(tmp_path: Path, hermes_home: Path) -> dict[str, str]:
     bin_dir.mkdir()
     script = bin_dir / "hermes"
     script.write_text(
-        f'#!/bin/sh\nPYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m hermes_cli "$@"\n',
+        # PYTHONSAFEPATH: never import a hermes_cli from the shell's current directory.
+        "#!/bin/sh\nPYTHONSAFEPATH=1 "
+        f'PYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m hermes_cli "$@"\n',
         encoding="utf-8",
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -251,3 +254,56 @@ def test_fish_completes_sources_and_roles(sample: Path, shell_env: dict[str, str
     assert sources == SOURCES
     roles = [v for v, _ in fish_complete("hermes sessions search x --role ", shell_env)]
     assert roles == ROLES
+
+
+# An interactive zsh on a pseudo-terminal (zsh/zpty) with compinit: type a line, press TAB, then
+# turn the completed line into `echo LINE: …` and run it, so the completion is printed.
+ZPTY_SCRIPT = r"""
+zmodload zsh/zpty
+zpty -b z 'PS1="%% " zsh -f -i'
+zpty -w z "fpath=($COMPLETIONS \$fpath); autoload -U compinit; compinit -u -d $DUMP"
+zpty -n -w z "$LINE"$'\t'
+sleep 2
+zpty -n -w z $'\x01echo LINE: \n'
+out=""
+for i in {1..150}; do
+  sleep 0.1
+  while zpty -r -t z chunk; do out+=$chunk; done
+  [[ $out == *$'\nLINE: '* ]] && break
+done
+print -r -- "$out"
+zpty -d z
+"""
+
+
+def zsh_interactive(line: str, env: dict[str, str], tmp_path: Path) -> str:
+    """Complete line with TAB in a real interactive zsh; return the completed line."""
+    run_env = {
+        **env,
+        "COMPLETIONS": str(REPO_ROOT / "completions"),
+        "DUMP": str(tmp_path / "zcompdump"),
+        "LINE": line,
+    }
+    proc = subprocess.run(
+        ["zsh", "-f", "-c", ZPTY_SCRIPT], capture_output=True, text=True, env=run_env, timeout=60
+    )
+    clean = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", proc.stdout).replace("\r", "")
+    found = re.findall(r"^LINE: (.*)$", clean, re.MULTILINE)
+    assert found, clean
+    return found[-1].rstrip()
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+@pytest.mark.parametrize(
+    ("typed", "completed"),
+    [
+        ("hermes sessions list --source d", "hermes sessions list --source discord"),
+        ("hermes sessions show 20261118", "hermes sessions show 20261118_091502_a1c9e2"),
+        ("hermes sessions show Fix", "hermes sessions show Fix Docker build"),
+        ("hermes sessions search x --role as", "hermes sessions search x --role assistant"),
+    ],
+)
+def test_zsh_interactive_tab_completes_values(
+    sample: Path, shell_env: dict[str, str], tmp_path: Path, typed: str, completed: str
+) -> None:
+    assert zsh_interactive(typed, shell_env, tmp_path) == completed
