@@ -617,10 +617,14 @@ def stats(report: Mapping[str, Any], *, title: str = "") -> None:
 
 def prune_preview(result: Any, *, limit: int = 15) -> None:
     """Print what a prune would delete (the first few sessions) and what it keeps."""
-    when_cut = local_time(result.cutoff)
-    what = f"ended sessions last active before {when_cut}" + (
-        f" from source {result.source!r}" if result.source else ""
-    )
+    what = f"ended sessions last active before {local_time(result.cutoff)}"
+    sources = getattr(result, "sources", ()) or ((result.source,) if result.source else ())
+    if sources:
+        what += " from " + ", ".join(sources)
+    if getattr(result, "exclude_sources", ()):
+        what += " except from " + ", ".join(result.exclude_sources)
+    if getattr(result, "started_after", None) is not None:
+        what += f", started since {local_time(result.started_after)}"
     if not result.sessions:
         echo(f"No {what}.")
     else:
