@@ -38,7 +38,8 @@ def backup(
             f"Refusing to overwrite existing file {output}",
             hint="Remove it, pick another name, or give a directory.",
         )
-    with render.progress("Backing up"):
+    # create_backup reports no progress of its own: a spinner with elapsed time.
+    with render.progress("Backing up (SQLite backup, zip, checksums)"):
         result = lib.create_backup(get_hermes_home(), output, keep=keep, all_profiles=all_profiles)
     render.backup_result(result)
 
@@ -62,11 +63,26 @@ def restore(
         f"Restore {archive} into {display_hermes_home(home)}? Its stores replace the current ones.",
         assume_yes=yes,
     )
-    result = lib.restore_backup(archive, home, force=force)
+    with render.progress("Restoring (verify, copy into place)"):
+        result = lib.restore_backup(archive, home, force=force)
     render.restore_result(result)
 
 
 def register(app: Any) -> None:
     """Add the top-level backup and restore commands to the app."""
-    app.command("backup")(backup)
-    app.command("restore")(restore)
+    from hermes_cli.options import command
+
+    command(
+        app,
+        "backup",
+        examples=[
+            "hermes backup",
+            "hermes backup -o /mnt/usb/ --keep 5",
+            "hermes backup --all-profiles",
+        ],
+    )(backup)
+    command(
+        app,
+        "restore",
+        examples=["hermes restore ~/.hermes/backups/hermes-backup-20261202-153602.zip"],
+    )(restore)

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from hermes_cli import render
-from hermes_cli.options import ForceFlag, JsonFlag
+from hermes_cli import output, records, render
+from hermes_cli.options import (
+    ColorOption,
+    ForceFlag,
+    FormatOption,
+    JsonFlag,
+    command,
+    output_format,
+)
 
 app = typer.Typer(
     help="Inspect and maintain this profile's store file (state.db).",
@@ -14,61 +21,71 @@ app = typer.Typer(
 )
 
 
-@app.command("path")
-def path(as_json: JsonFlag = False) -> None:
+@command(app, "path", examples=["hermes db path", "hermes -p coder db path --json"])
+def path(
+    fmt: FormatOption = None, as_json: JsonFlag = False, color: ColorOption = output.ColorMode.auto
+) -> None:
     """Print where this profile's store is (whether or not it exists yet)."""
     from hermes_cli import stores
 
+    settings = output.configure(output_format(fmt, as_json), color=color)
     db = stores.db_path()
-    if as_json:
-        render.emit_json(
-            {"path": str(db), "exists": db.is_file(), "profile": stores.profile_name()}
-        )
+    data = {"path": str(db), "exists": db.is_file(), "profile": stores.profile_name()}
+    if output.emit(settings, data, [data], tuple(data)):
         return
     render.echo(str(db))
 
 
-@app.command("lockowners")
-def lockowners(as_json: JsonFlag = False) -> None:
+@command(app, "lockowners", examples=["hermes db lockowners", "hermes db lockowners --json"])
+def lockowners(
+    fmt: FormatOption = None, as_json: JsonFlag = False, color: ColorOption = output.ColorMode.auto
+) -> None:
     """Show which processes hold locks on, or have open, this profile's store (read-only)."""
     from hermes_cli import stores
     from hermes_state import lockowners as lib
 
+    settings = output.configure(output_format(fmt, as_json), color=color)
     report = lib.lock_holders(stores.db_path())
-    if as_json:
-        render.emit_json(report.to_dict())
+    data = report.to_dict()
+    data = {"path": data.pop("db_path"), **data}  # the store path is `path` everywhere
+    if output.emit(settings, data, records.lock_rows(data), records.LOCK_ROW_KEYS):
         return
     render.lock_report(report)
 
 
-@app.command("check")
-def check(as_json: JsonFlag = False) -> None:
+@command(app, "check", examples=["hermes db check", "hermes db check --format tsv"])
+def check(
+    fmt: FormatOption = None, as_json: JsonFlag = False, color: ColorOption = output.ColorMode.auto
+) -> None:
     """Check integrity, foreign keys, search indexes, schema version and file modes (read-only)."""
     from hermes_cli import stores
     from hermes_state import maintenance
 
+    settings = output.configure(output_format(fmt, as_json), color=color)
     with stores.read_store() as store:
         result = maintenance.check_store(store).to_dict()
-    if as_json:
-        render.emit_json(result)
-    else:
+    if not output.emit(settings, result, result["checks"], records.CHECK_KEYS):
         render.check_report(result)
     if not result["ok"]:
         raise typer.Exit(1)
 
 
-@app.command("optimize")
+@command(app, "optimize", examples=["hermes db optimize", "hermes db optimize --force"])
 def optimize(force: ForceFlag = False) -> None:
     """Merge search-index segments and VACUUM to give space back to the file system."""
     from hermes_cli import stores
     from hermes_state import maintenance
 
-    with stores.write_store() as store:
+    with stores.write_store() as store, render.progress("Optimizing (search indexes, VACUUM)"):
         result = maintenance.optimize(store, vacuum=True, force=force)
     render.optimize_result(result)
 
 
-@app.command("migrate")
+@command(
+    app,
+    "migrate",
+    examples=["hermes db migrate", "hermes -p coder db migrate", "hermes db migrate --force"],
+)
 def migrate(force: ForceFlag = False, as_json: JsonFlag = False) -> None:
     """Create or upgrade this profile's store to schema 31 (the agent must be stopped).
 

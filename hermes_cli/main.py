@@ -128,6 +128,9 @@ def _make_group_class() -> type:
                 code = EXIT_FAILURE
             finally:
                 log_handlers.close()
+                from hermes_cli import output
+
+                output.reset()
             if standalone_mode:
                 sys.exit(code)
             return code
@@ -204,6 +207,11 @@ def main(argv: list[str] | None = None) -> None:
         # Fast path: no app, no storage, no rich.
         sys.stdout.write(version_text() + "\n")
         raise SystemExit(EXIT_OK)
+    if rest[:1] == ["__complete"]:
+        # Fast path for shell completion: no Typer app, a read-only store at most.
+        from hermes_cli.complete import main as complete
+
+        raise SystemExit(complete(rest[1:]))
     get_command().main(args=rest, prog_name="hermes")
 
 

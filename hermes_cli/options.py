@@ -1,16 +1,27 @@
-"""Options shared by several commands (`--json`, `--source`, ages, `--yes`), declared once."""
+"""Options shared by several commands (formats, colour, filters, ages, `--yes`), declared once,
+and the command class that gives every command readable usage and examples in its help."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from hermes_cli.durations import ACCEPTED_FORMS, DurationError, parse_cutoff
+from hermes_cli.output import ColorMode, Format
 
-JSON_HELP = "Print JSON with stable keys (see hermes(1)) and nothing else on stdout."
+JSON_HELP = "Same as --format json."
+FORMAT_HELP = (
+    "table (for people; the default), json (one document), jsonl (one record per line), "
+    "csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, "
+    "newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1)."
+)
 AGE_HELP = "AGE: 90 (days), 90d, 12h, 30m, 2w, or an ISO date."
+WHEN_HELP = "WHEN: a duration back from now (7d, 12h, 2w) or an ISO date (2026-01-31)."
 ID_HELP = "Session id, unique id prefix, or title."
+ROLES = ("user", "assistant", "tool", "system")
 
 
 def validate_age(value: str | None) -> str | None:
@@ -31,7 +42,31 @@ def cutoff(value: str | None) -> float | None:
     return None if value is None else parse_cutoff(value)
 
 
+def output_format(fmt: Format | None, as_json: bool) -> Format:
+    """Return the chosen format: --json is --format json; the two must not disagree (exit 2)."""
+    if as_json and fmt not in (None, Format.json):
+        raise typer.BadParameter(f"--json and --format {fmt.value} disagree; give one of them")
+    return Format.json if as_json else (fmt or Format.table)
+
+
 JsonFlag = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+FormatOption = Annotated[
+    Format | None, typer.Option("--format", help=f"Output format: {FORMAT_HELP}")
+]
+ColorOption = Annotated[
+    ColorMode,
+    typer.Option(
+        "--color",
+        help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
+        "always, or never. Colour never changes the layout.",
+    ),
+]
+NoPagerFlag = Annotated[
+    bool,
+    typer.Option(
+        "--no-pager", help="Print straight to the terminal, even when the output is long."
+    ),
+]
 YesFlag = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
 ForceFlag = Annotated[
     bool, typer.Option("--force", help="Proceed even while another process holds the store.")
@@ -46,7 +81,71 @@ ExcludeSources = Annotated[
         "--exclude-source", metavar="S", help="Leave out sessions from source S (repeatable)."
     ),
 ]
-OneSource = Annotated[
-    str | None, typer.Option("--source", metavar="S", help="Only sessions from source S.")
+Roles = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--role",
+        metavar="R",
+        help="Only messages of role R: user, assistant, tool, system (repeatable).",
+    ),
 ]
 SessionRef = Annotated[str, typer.Argument(metavar="ID", help=ID_HELP)]
+
+
+def since_option(what: str) -> Any:
+    """Return the --since option for a command whose WHEN filters `what`."""
+    return typer.Option(
+        "--since",
+        metavar="WHEN",
+        callback=validate_age,
+        help=f"Only {what} at or after WHEN. {WHEN_HELP}",
+    )
+
+
+def until_option(what: str, *aliases: str) -> Any:
+    """Return the --until option (and its older aliases) for a command filtering `what`."""
+    return typer.Option(
+        "--until",
+        *aliases,
+        metavar="WHEN",
+        callback=validate_age,
+        help=f"Only {what} before WHEN. {WHEN_HELP}",
+    )
+
+
+# --- commands: readable usage lines and examples ---------------------------------------------
+
+
+class HermesCommand(TyperCommand):
+    """A command whose usage line reads `ID`, `QUERY`, `TITLE...` (not `{QUERY}`)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """Return the pieces of the usage line: [OPTIONS], then each argument as people write it."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name != "argument":
+                pieces.extend(param.get_usage_pieces(ctx))
+                continue
+            name = param.metavar or (param.name or "").upper()
+            if param.nargs != 1:
+                name += "..."
+            pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+
+def examples_epilog(examples: Sequence[str]) -> str:
+    """Return an --help epilog listing examples, one per line, never rewrapped."""
+    # \b stops click from rewrapping the paragraph that follows.
+    return "Examples:\n\n\b\n" + "\n".join(f"  {line}" for line in examples)
+
+
+def examples_of(epilog: str | None) -> list[str]:
+    """Return the example lines of an epilog made by examples_epilog (for the man page)."""
+    if not epilog or "\b" not in epilog:
+        return []
+    return [line.strip() for line in epilog.split("\b", 1)[1].splitlines() if line.strip()]
+
+
+def command(app: typer.Typer, name: str, *, examples: Sequence[str]) -> Callable[..., Any]:
+    """Register a command on app with readable usage and an Examples section in its help."""
+    return app.command(name, cls=HermesCommand, epilog=examples_epilog(examples))

@@ -6,8 +6,15 @@ from typing import Annotated
 
 import typer
 
-from hermes_cli import render
-from hermes_cli.options import JsonFlag, YesFlag
+from hermes_cli import output, records, render
+from hermes_cli.options import (
+    ColorOption,
+    FormatOption,
+    JsonFlag,
+    YesFlag,
+    command,
+    output_format,
+)
 
 app = typer.Typer(
     help="Manage profiles: each has its own home and state.db ('default' is the root).",
@@ -30,31 +37,33 @@ def _info_json(info: object) -> dict:
     }
 
 
-@app.command("list")
+@command(app, "list", examples=["hermes profile list", "hermes profile list --format tsv"])
 def list_profiles(
     names: Annotated[
         bool, typer.Option("--names", hidden=True, help="Print only the names (for completion).")
     ] = False,
+    fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    color: ColorOption = output.ColorMode.auto,
 ) -> None:
     """List profiles: name, whether active, whether it has a store, and where it lives."""
     from hermes_state import home
 
+    settings = output.configure(output_format(fmt, as_json), color=color)
     infos = home.list_profiles()
     if names:
         for info in infos:
             render.echo(info.name)
         return
     rows = [_info_json(i) for i in infos]
-    if as_json:
-        render.emit_json({"profiles": rows})
+    if output.emit(settings, {"profiles": rows}, rows, records.PROFILE_KEYS):
         return
     render.table(
         [
-            render.Column("Profile"),
+            render.Column("Profile", style="id"),
             render.Column("Active"),
             render.Column("Store", "right"),
-            render.Column("Path"),
+            render.Column("Path", shrink_to=20),
         ],
         [
             [
@@ -68,17 +77,20 @@ def list_profiles(
     )
 
 
-@app.command("show")
+@command(app, "show", examples=["hermes profile show", "hermes profile show coder --json"])
 def show(
     name: Annotated[
         str | None,
         typer.Argument(metavar="NAME", help="Profile to show (default: the one in use)."),
     ] = None,
+    fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    color: ColorOption = output.ColorMode.auto,
 ) -> None:
     """Show one profile: its home, store file and whether it is the sticky choice."""
     from hermes_state import home
 
+    settings = output.configure(output_format(fmt, as_json), color=color)
     chosen = name or home.current_profile_name()
     home.validate_profile_name(chosen)
     if not home.profile_exists(chosen):
@@ -90,8 +102,7 @@ def show(
     info = next(i for i in home.list_profiles() if i.name == chosen)
     data = _info_json(info)
     data["store"] = str(info.path / home.STORE_FILE)
-    if as_json:
-        render.emit_json(data)
+    if output.emit(settings, data, [data], (*records.PROFILE_KEYS, "store")):
         return
     render.key_values(
         [
@@ -107,7 +118,7 @@ def show(
     )
 
 
-@app.command("use")
+@command(app, "use", examples=["hermes profile use coder", "hermes profile use default"])
 def use(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="Profile to make sticky ('default' clears it).")
@@ -121,7 +132,7 @@ def use(
     render.echo(f"Switched to: {name} ({path})")
 
 
-@app.command("create")
+@command(app, "create", examples=["hermes profile create coder"])
 def create(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="New profile name: a-z, 0-9, '-', '_'.")
@@ -135,7 +146,9 @@ def create(
     render.echo(f"Use it with: hermes -p {name} …  or make it sticky: hermes profile use {name}")
 
 
-@app.command("delete")
+@command(
+    app, "delete", examples=["hermes profile delete old-bot", "hermes profile delete old-bot --yes"]
+)
 def delete(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="Profile to delete, with everything in it.")

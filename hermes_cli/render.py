@@ -1,70 +1,55 @@
-"""The one place that turns results into text: rich tables on a terminal, plain text, JSON, prompts.
+"""The one place that turns results into text for people: tables, transcripts, hits, prompts.
 
-rich is imported only inside the functions that draw, so `hermes --help` never loads it.
+Every stored value passes through `hermes_cli.sanitize` before it is printed (escape codes are
+shown, never obeyed) and no data is ever handed to rich as markup. Layout follows
+`hermes_cli.output.Settings`: fitted to a terminal's width, or whole for a pipe; colour is added
+last and never changes the layout. rich is imported only for progress bars on stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import math
 import os
-import re
 import sys
 import time
-import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import typer
 
-TITLE_WIDTH = 40
-SNIPPET_WIDTH = 100
+from hermes_cli import output, sanitize
+from hermes_cli.layout import (
+    Column,
+    display_width,
+    dropped_note,
+    paint_pieces,
+    table_lines,
+    truncate,
+    wrap_pieces,
+)
+
+__all__ = ["Column", "display_width", "truncate"]
+
 MATCH_OPEN = ">>>"
 MATCH_CLOSE = "<<<"
-ELLIPSIS = "…"
 MISSING = "—"
+TOOL_ARGS_WIDTH = 400  # a tool call's arguments on a terminal (whole when piped)
 
 
 # --- where output goes ----------------------------------------------------------------------
 
 
-def _wants_plain() -> bool:
-    """Tell whether the user asked for no colours (NO_COLOR set, or a dumb terminal)."""
-    return bool(os.environ.get("NO_COLOR")) or os.environ.get("TERM") == "dumb"
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):
-        return False
-
-
-def stdout_is_rich() -> bool:
-    """Tell whether stdout gets rich tables and colours (a terminal, NO_COLOR unset)."""
-    return _isatty(sys.stdout) and not _wants_plain()
-
-
-def stderr_is_rich() -> bool:
-    """Tell whether stderr gets progress bars (a terminal, NO_COLOR unset)."""
-    return _isatty(sys.stderr) and not _wants_plain()
-
-
-def _console(*, stderr: bool = False) -> Any:
-    from rich.console import Console
-
-    return Console(file=sys.stderr if stderr else sys.stdout, highlight=False, soft_wrap=False)
+def _write(text: str, *, err: bool = False) -> None:
+    """Write already-safe text (our own words, sanitised data, our colour codes)."""
+    (sys.stderr if err else sys.stdout).write(text)
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
-    """Write one line of plain text to stdout (or stderr)."""
-    stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
+    """Write one line to stdout (or stderr), with any control characters in it shown escaped."""
+    _write(sanitize.multiline(text) + "\n", err=err)
 
 
 def warn(message: str) -> None:
@@ -79,67 +64,24 @@ def error(message: str, hint: str = "") -> None:
         echo(f"Hint: {hint}", err=True)
 
 
-# --- JSON -----------------------------------------------------------------------------------
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, Path):
-        return str(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, set | frozenset | tuple):
-        return sorted(value) if isinstance(value, set | frozenset) else list(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    return str(value)
-
-
-_LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
 def emit_json(data: Any) -> None:
     """Print data as indented JSON on stdout, and nothing else."""
-    text = json.dumps(data, ensure_ascii=False, indent=2, default=_json_default)
-    # A lone surrogate (an undecodable argv byte echoed back) cannot be written as UTF-8;
-    # inside a JSON string its \\u escape is valid and loses nothing.
-    text = _LONE_SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    sys.stdout.write(text + "\n")
-
-
-def as_plain(value: Any) -> Any:
-    """Return a dataclass (or anything JSON can take) as plain JSON-ready data."""
-    return json.loads(json.dumps(value, ensure_ascii=False, default=_json_default))
+    output.emit_json(data)
 
 
 # --- small formatters -----------------------------------------------------------------------
 
 
-def display_width(text: str) -> int:
-    """Return how many terminal cells text takes (wide CJK characters count two)."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def truncate(text: str | None, width: int) -> str:
-    """Cut text to at most width cells on one line, ending with an ellipsis when cut."""
-    flat = " ".join(str(text or "").split())
-    if display_width(flat) <= width:
-        return flat
-    out, used = [], 0
-    for ch in flat:
-        w = display_width(ch)
-        if used + w > width - 1:
-            break
-        out.append(ch)
-        used += w
-    return "".join(out) + ELLIPSIS
+def _finite(ts: Any) -> bool:
+    return isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts)
 
 
 def relative_time(ts: float | None, *, now: float | None = None) -> str:
     """Say how long ago ts was: `just now`, `5m ago`, `3h ago`, `yesterday`, `4d ago`, a date."""
-    if not isinstance(ts, int | float) or not math.isfinite(ts):
+    if not _finite(ts):
         return "?"
     now = time.time() if now is None else now
-    age = now - ts
+    age = now - ts  # type: ignore[operator]
     if age < 60:
         return "just now"
     if age < 3600:
@@ -150,14 +92,22 @@ def relative_time(ts: float | None, *, now: float | None = None) -> str:
         return "yesterday"
     if age < 7 * 86400:
         return f"{int(age // 86400)}d ago"
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
+    return local_time(ts, "%Y-%m-%d")
 
 
-def local_time(ts: float | None) -> str:
-    """Return ts as local `YYYY-MM-DD HH:MM`, or a dash when missing."""
-    if not isinstance(ts, int | float) or not math.isfinite(ts):
+def local_time(ts: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+    """Return ts as local `YYYY-MM-DD HH:MM`, or a dash when missing or out of range."""
+    if not _finite(ts):
         return MISSING
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+    try:
+        return datetime.fromtimestamp(ts).strftime(fmt)  # type: ignore[arg-type]
+    except (OverflowError, OSError, ValueError):
+        return "?"
+
+
+def when(ts: float | None, settings: output.Settings, *, now: float | None = None) -> str:
+    """Return a time as people read it on a terminal (`3h ago`), or absolute when piped."""
+    return relative_time(ts, now=now) if settings.terminal else local_time(ts)
 
 
 def compact_number(n: float | None) -> str:
@@ -168,6 +118,15 @@ def compact_number(n: float | None) -> str:
     if abs(n) < 1_000_000:
         return f"{n / 1000:.1f}k"
     return f"{n / 1_000_000:.1f}M"
+
+
+def count(n: Any, settings: output.Settings) -> str:
+    """Return a count compact on a terminal (12.3k) and exact when piped (12345)."""
+    try:
+        value = int(n or 0)
+    except (TypeError, ValueError):
+        return sanitize.one_line(n)
+    return compact_number(value) if settings.terminal else str(value)
 
 
 def human_bytes(n: float | None) -> str:
@@ -185,78 +144,51 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def money(value: float | None) -> str:
+def money(value: Any) -> str:
     """Return a cost in dollars, or a dash when unknown."""
-    return MISSING if value is None else f"${value:,.2f}"
+    if not _finite(value):
+        return MISSING
+    return f"${value:,.2f}"
 
 
-# --- tables ---------------------------------------------------------------------------------
+# --- tables and key/value blocks ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Column:
-    """One table column: header, alignment and optional rich style."""
-
-    header: str
-    justify: str = "left"
-    style: str | None = None
-
-
-def _pad(text: str, width: int, justify: str) -> str:
-    gap = " " * max(0, width - display_width(text))
-    return gap + text if justify == "right" else text + gap
-
-
-def table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], *, title: str = "") -> None:
-    """Print rows as a rich table on a terminal, else as plain fixed-width columns."""
-    cells = [["" if c is None else str(c) for c in row] for row in rows]
-    if stdout_is_rich():
-        from rich import box
-        from rich.table import Table
-
-        t = Table(title=title or None, box=box.SIMPLE_HEAD, title_justify="left")
-        for col in columns:
-            t.add_column(col.header, justify=col.justify, style=col.style, no_wrap=True)  # type: ignore[arg-type]
-        for row in cells:
-            t.add_row(*row)
-        _console().print(t)
-        return
+def table(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[Any]],
+    *,
+    title: str = "",
+    settings: output.Settings | None = None,
+) -> None:
+    """Print rows as columns fitted to the terminal (whole when piped); name dropped columns."""
+    settings = settings or output.current()
     if title:
-        echo(title)
-    widths = [display_width(c.header) for c in columns]
-    for row in cells:
-        widths = [max(w, display_width(v)) for w, v in zip(widths, row, strict=True)]
-    lines = [[c.header for c in columns], *cells]
-    for line in lines:
-        parts = [_pad(v, w, c.justify) for v, w, c in zip(line, widths, columns, strict=True)]
-        echo("  ".join(parts).rstrip())
+        heading(title, settings)
+    lines, dropped = table_lines(columns, rows, settings)
+    _write("".join(line + "\n" for line in lines))
+    if dropped:
+        _write("".join(line + "\n" for line in dropped_note(dropped, settings)))
 
 
-def key_values(pairs: Sequence[tuple[str, Any]], *, title: str = "") -> None:
-    """Print aligned `key: value` lines (bold keys on a terminal)."""
+def key_values(
+    pairs: Sequence[tuple[str, Any]], *, title: str = "", settings: output.Settings | None = None
+) -> None:
+    """Print aligned `key: value` lines (bold keys when coloured)."""
+    settings = settings or output.current()
     if title:
-        heading(title)
-    width = max((len(k) for k, _ in pairs), default=0)
-    rich = stdout_is_rich()
-    console = _console() if rich else None
+        heading(title, settings)
+    width = max((display_width(k) for k, _ in pairs), default=0)
     for key, value in pairs:
-        shown = MISSING if value is None or value == "" else str(value)
-        if console is not None:
-            from rich.markup import escape
-
-            console.print(f"[bold]{escape(key + ':'):<{width + 1}}[/bold] {escape(shown)}")
-        else:
-            echo(f"{key + ':':<{width + 1}} {shown}")
+        shown = MISSING if value is None or value == "" else sanitize.one_line(value)
+        label = output.paint(f"{key}:", "header", settings)
+        _write(label + " " * (width - display_width(key) + 1) + shown + "\n")
 
 
-def heading(text: str) -> None:
+def heading(text: str, settings: output.Settings | None = None) -> None:
     """Print a section heading."""
-    if stdout_is_rich():
-        from rich.markup import escape
-
-        _console().print(f"[bold underline]{escape(text)}[/]")
-    else:
-        echo(text)
+    settings = settings or output.current()
+    _write(output.paint(sanitize.one_line(text), "heading", settings) + "\n")
 
 
 # --- search highlights ----------------------------------------------------------------------
@@ -282,25 +214,24 @@ def split_matches(snippet: str) -> list[tuple[str, bool]]:
     return pieces
 
 
-def plain_snippet(snippet: str | None) -> str:
-    """Return a snippet on one line with its >>>match<<< markers kept (no colours)."""
-    return " ".join(str(snippet or "").split())
-
-
-def _rich_snippet(snippet: str) -> Any:
-    from rich.text import Text
-
-    text = Text()
-    for piece, is_match in split_matches(" ".join(snippet.split())):
-        text.append(piece, style="bold reverse yellow" if is_match else None)
-    return text
+def snippet_pieces(snippet: str | None, settings: output.Settings) -> list[tuple[str, str | None]]:
+    """Return a snippet as safe styled pieces: matches coloured, or >>>marked<<< uncoloured."""
+    out: list[tuple[str, str | None]] = []
+    for text, is_match in split_matches(sanitize.one_line(snippet)):
+        if not is_match:
+            out.append((text, None))
+        elif settings.color:
+            out.append((text, "match"))
+        else:
+            out.append((MATCH_OPEN + text + MATCH_CLOSE, None))
+    return out
 
 
 # --- progress and prompts -------------------------------------------------------------------
 
 
 class ProgressBar:
-    """A progress bar on stderr, or nothing when stderr is not a terminal."""
+    """A progress display on stderr, or nothing when stderr is not a terminal."""
 
     def __init__(self, bar: Any = None, task: Any = None) -> None:
         self._bar = bar
@@ -318,34 +249,77 @@ class ProgressBar:
         if self._bar is not None:
             fields: dict[str, Any] = {"completed": completed, "total": total}
             if description is not None:
-                fields["description"] = description
+                fields["description"] = sanitize.one_line(description)
             self._bar.update(self._task, **fields)
+
+    def phase(self, description: str, total: int | None = None) -> None:
+        """Start a new phase: a new description, a new total (None: unknown), counting from 0."""
+        if self._bar is not None:
+            # Draw where the last phase ended, then a fresh task: rich cannot set a known total
+            # back to "unknown".
+            self._bar.refresh()
+            self._bar.remove_task(self._task)
+            self._task = self._bar.add_task(sanitize.one_line(description), total=total)
+
+
+def progress_wanted() -> bool:
+    """Tell whether progress may be drawn: stderr is a terminal that can move its cursor."""
+    return output.isatty(sys.stderr) and os.environ.get("TERM") != "dumb"
 
 
 @contextlib.contextmanager
 def progress(description: str, total: int | None = None) -> Iterator[ProgressBar]:
-    """Show a progress bar on stderr while the block runs, when stderr is a terminal."""
-    if not stderr_is_rich():
+    """Show progress on stderr while the block runs, when stderr is a terminal (never on pipes).
+
+    With a total it is a bar with `done/total`; without one, a spinner; both with elapsed time.
+    """
+    if not progress_wanted():
         yield ProgressBar()
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        ProgressColumn,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.text import Text
 
+    class Count(ProgressColumn):
+        """`done/total` when the total is known, else nothing (never `0/?`)."""
+
+        def render(self, task: Any) -> Text:
+            if task.total is None:
+                return Text(f"{int(task.completed)}" if task.completed else "")
+            return Text(f"{int(task.completed):,}/{int(task.total):,}")
+
+    console = Console(
+        file=sys.stderr,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        no_color=not output.color_wanted(output.ColorMode.auto, sys.stderr),
+    )
     bar = Progress(
-        TextColumn("{task.description}"),
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
-        MofNCompleteColumn(),
-        console=_console(stderr=True),
+        Count(),
+        TimeElapsedColumn(),
+        console=console,
         transient=True,
     )
     with bar:
-        yield ProgressBar(bar, bar.add_task(description, total=total))
+        yield ProgressBar(bar, bar.add_task(sanitize.one_line(description), total=total))
 
 
 def confirm(question: str, *, assume_yes: bool) -> None:
     """Ask `question [y/N]` on stderr; anything but y/yes (EOF included) aborts with exit 1."""
     if assume_yes:
         return
-    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.write(f"{sanitize.multiline(question)} [y/N] ")
     sys.stderr.flush()
     answer = sys.stdin.readline()
     if answer.strip().lower() in ("y", "yes"):
@@ -358,35 +332,10 @@ def confirm(question: str, *, assume_yes: bool) -> None:
 
 # --- sessions -------------------------------------------------------------------------------
 
-SESSION_JSON_KEYS = (
-    "id",
-    "title",
-    "preview",
-    "source",
-    "model",
-    "message_count",
-    "tool_call_count",
-    "input_tokens",
-    "output_tokens",
-    "estimated_cost_usd",
-    "started_at",
-    "ended_at",
-    "end_reason",
-    "last_active",
-    "parent_session_id",
-    "archived",
-    "pinned",
-    "profile",
-)
-
-
-def session_json(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Return a listed session with exactly the documented JSON keys."""
-    return {k: row.get(k) for k in SESSION_JSON_KEYS}
-
-
-def _tokens(row: Mapping[str, Any]) -> int:
-    return int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+# `sessions list`: the title shrinks (to 16 cells) and the model (to 10) before anything is
+# dropped; then whole columns go in this order: Model, Source, Tokens, Msgs, Profile, Last active.
+# The ID and the title are never dropped, and the ID is never cut.
+LIST_DROP_ORDER = ("Model", "Source", "Tokens", "Msgs", "Profile", "Last active")
 
 
 def session_label(row: Mapping[str, Any]) -> str:
@@ -394,35 +343,49 @@ def session_label(row: Mapping[str, Any]) -> str:
     return row.get("title") or row.get("preview") or MISSING
 
 
+def _tokens(row: Mapping[str, Any]) -> int:
+    try:
+        return int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def list_columns(*, with_profile: bool) -> list[Column]:
+    """Return the columns of `sessions list` with their shrink widths and drop ranks."""
+    rank = {name: i + 1 for i, name in enumerate(LIST_DROP_ORDER)}
+    columns = [Column("ID", style="id")]
+    if with_profile:
+        columns.append(Column("Profile", drop=rank["Profile"]))
+    columns += [
+        Column("Title / preview", shrink_to=16, prefer=40),
+        Column("Source", shrink_to=10, drop=rank["Source"]),
+        Column("Model", shrink_to=10, prefer=24, drop=rank["Model"]),
+        Column("Msgs", "right", drop=rank["Msgs"]),
+        Column("Tokens", "right", drop=rank["Tokens"]),
+        Column("Last active", "right", drop=rank["Last active"]),
+    ]
+    return columns
+
+
 def session_list(rows: Sequence[Mapping[str, Any]], *, with_profile: bool = False) -> None:
     """Print listed sessions: ID, title or preview, source, model, messages, tokens, last active."""
+    settings = output.current()
     now = time.time()
-    columns = [Column("ID", style="cyan")]
-    if with_profile:
-        columns.append(Column("Profile"))
-    columns += [
-        Column("Title / preview"),
-        Column("Source"),
-        Column("Model"),
-        Column("Msgs", "right"),
-        Column("Tokens", "right"),
-        Column("Last active", "right"),
-    ]
     body = []
     for r in rows:
-        cells: list[Any] = [r["id"]]
+        cells: list[Any] = [r.get("id")]
         if with_profile:
             cells.append(r.get("profile") or "default")
         cells += [
-            truncate(session_label(r), TITLE_WIDTH),
+            session_label(r),
             r.get("source") or MISSING,
-            truncate(r.get("model") or MISSING, 24),
-            r.get("message_count") or 0,
-            compact_number(_tokens(r)),
-            relative_time(r.get("last_active"), now=now),
+            r.get("model") or MISSING,
+            count(r.get("message_count"), settings),
+            count(_tokens(r), settings),
+            when(r.get("last_active"), settings, now=now),
         ]
         body.append(cells)
-    table(columns, body)
+    table(list_columns(with_profile=with_profile), body, settings=settings)
 
 
 def more_rows_hint(shown: int, offset: int, total: int, limit: int) -> None:
@@ -435,58 +398,52 @@ def more_rows_hint(shown: int, offset: int, total: int, limit: int) -> None:
         )
 
 
+def _role_label(row: Mapping[str, Any]) -> str:
+    role = sanitize.one_line(row.get("role") or "?")
+    tool = row.get("tool_name")
+    return f"{role} ({sanitize.one_line(tool)})" if tool else role
+
+
+def _role_style(role: str) -> str | None:
+    return role if role in ("user", "assistant", "tool", "system") else None
+
+
+SEP = " · "
+SNIPPET_INDENT = "    "
+
+
 def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | None]) -> None:
-    """Print search hits: session, role, time and the snippet with matches highlighted."""
+    """Print hits as blocks: `id · title · role · when`, then the snippet wrapped to the width.
+
+    On a narrow terminal the title is cut (then left out); the id is never cut. Piped, every
+    header and snippet is whole, one line each, with absolute times.
+    """
+    settings = output.current()
     now = time.time()
-    if stdout_is_rich():
-        from rich import box
-        from rich.table import Table
-
-        t = Table(box=box.SIMPLE_HEAD)
-        t.add_column("Session", style="cyan", no_wrap=True)
-        t.add_column("Role", no_wrap=True)
-        t.add_column("When", justify="right", no_wrap=True)
-        t.add_column("Snippet", overflow="fold")
-        for h in hits:
-            label = h["session_id"]
-            title = titles.get(h["session_id"])
-            if title:
-                label += "\n" + truncate(title, 30)
-            role = h["role"] + (f" ({h['tool_name']})" if h.get("tool_name") else "")
-            t.add_row(
-                label, role, relative_time(h.get("timestamp"), now=now), _rich_snippet(h["snippet"])
-            )
-        _console().print(t)
-        return
-    columns = [
-        Column("Session"),
-        Column("Title"),
-        Column("Role"),
-        Column("When"),
-        Column("Snippet"),
-    ]
-    body = []
-    for h in hits:
-        role = h["role"] + (f" ({h['tool_name']})" if h.get("tool_name") else "")
-        body.append(
-            [
-                h["session_id"],
-                truncate(titles.get(h["session_id"]) or MISSING, 30),
-                role,
-                relative_time(h.get("timestamp"), now=now),
-                plain_snippet(h.get("snippet")),
-            ]
-        )
-    table(columns, body)
-
-
-def hit_json(hit: Mapping[str, Any], title: str | None) -> dict[str, Any]:
-    """Return a search hit with its documented keys plus the session title."""
-    from hermes_state.search import HIT_KEYS
-
-    out = {k: hit.get(k) for k in HIT_KEYS}
-    out["session_title"] = title
-    return out
+    for i, h in enumerate(hits):
+        if i:
+            _write("\n")
+        sid = sanitize.one_line(h.get("session_id"))
+        role = _role_label(h)
+        stamp = when(h.get("timestamp"), settings, now=now)
+        title = sanitize.one_line(titles.get(h.get("session_id")) or "")
+        fixed = display_width(sid) + display_width(SEP + role + SEP + stamp)
+        if title and settings.width is not None:
+            room = settings.width - fixed - len(SEP)
+            title = truncate(title, room) if room >= 8 else ""
+        head: list[tuple[str, str | None]] = [(sid, "id")]
+        if title:
+            head += [(SEP, "dim"), (title, "title")]
+        head += [(SEP, "dim"), (role, _role_style(str(h.get("role")))), (SEP, "dim")]
+        head += [(stamp, "dim")]
+        _write(paint_pieces(head, settings) + "\n")
+        pieces = snippet_pieces(h.get("snippet"), settings)
+        if settings.width is None:
+            lines = [pieces]
+        else:
+            lines = wrap_pieces(pieces, settings.width - len(SNIPPET_INDENT))
+        for line in lines:
+            _write(SNIPPET_INDENT + paint_pieces(line, settings) + "\n")
 
 
 def content_text(content: Any) -> str:
@@ -502,8 +459,9 @@ def content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _tool_call_lines(tool_calls: Any) -> list[str]:
+def _tool_call_lines(tool_calls: Any, settings: output.Settings) -> list[str]:
     lines = []
+    width = TOOL_ARGS_WIDTH if settings.terminal else None
     for call in tool_calls or []:
         if not isinstance(call, Mapping):
             continue
@@ -512,7 +470,7 @@ def _tool_call_lines(tool_calls: Any) -> list[str]:
         args = fn.get("arguments", call.get("arguments", ""))
         if not isinstance(args, str):
             args = json.dumps(args, ensure_ascii=False)
-        lines.append(f"→ {name}({truncate(args, 400)})")
+        lines.append(f"→ {sanitize.one_line(name)}({truncate(sanitize.one_line(args), width)})")
     return lines
 
 
@@ -540,34 +498,41 @@ def session_header(session: Mapping[str, Any]) -> None:
     key_values(pairs)
 
 
-def transcript(messages: Iterable[Mapping[str, Any]]) -> int:
+def _rule(head: list[tuple[str, str | None]], settings: output.Settings) -> str:
+    """Return a message header line: `── user · 09:15 ─────` filled to the terminal width."""
+    text = "── " + "".join(t for t, _ in head) + " "
+    fill = ""
+    if settings.width is not None:
+        fill = "─" * max(0, settings.width - display_width(text))
+    return paint_pieces([("── ", "dim"), *head, (" " + fill if fill else "", "dim")], settings)
+
+
+def transcript(
+    messages: Iterable[Mapping[str, Any]], *, reasoning: bool = False, skipped: int = 0
+) -> int:
     """Print messages one by one (streamed, so huge sessions stay cheap); return how many."""
-    rich = stdout_is_rich()
-    console = _console() if rich else None
+    settings = output.current()
+    if skipped:
+        _write(output.paint(f"… {skipped} earlier message(s) not shown", "dim", settings) + "\n")
     n = 0
     for msg in messages:
         n += 1
         role = str(msg.get("role") or "?")
-        tool = f" ({msg['tool_name']})" if msg.get("tool_name") else ""
-        head = f"{role}{tool} · {local_time(msg.get('timestamp'))}{_flags(msg)}"
+        head: list[tuple[str, str | None]] = [(_role_label(msg), _role_style(role))]
+        head.append((f" · {local_time(msg.get('timestamp'))}{_flags(msg)}", None))
+        thought = msg.get("reasoning") or msg.get("reasoning_content")
+        if thought and not reasoning:
+            head.append((" · reasoning hidden", "dim"))
+        _write(_rule(head, settings) + "\n")
+        if thought and reasoning:
+            text = sanitize.multiline(content_text(thought))
+            for line in text.split("\n"):
+                _write(output.paint("│ " + line, "dim", settings) + "\n")
         body = content_text(msg.get("content"))
-        calls = _tool_call_lines(msg.get("tool_calls"))
-        if console is not None:
-            from rich.markup import escape
-            from rich.rule import Rule
-
-            colour = {"user": "green", "assistant": "blue", "tool": "magenta"}.get(role, "white")
-            console.print(Rule(f"[bold {colour}]{escape(head)}[/]", align="left"))
-            if body:
-                console.print(escape(body))
-            for line in calls:
-                console.print(f"[dim]{escape(line)}[/]")
-        else:
-            echo(f"── {head}")
-            if body:
-                echo(body)
-            for line in calls:
-                echo(line)
+        if body:
+            _write(sanitize.multiline(body) + "\n")
+        for line in _tool_call_lines(msg.get("tool_calls"), settings):
+            _write(output.paint(line, "dim", settings) + "\n")
     return n
 
 
@@ -575,40 +540,43 @@ def transcript(messages: Iterable[Mapping[str, Any]]) -> int:
 
 
 def stats(report: Mapping[str, Any], *, title: str = "") -> None:
-    """Print one profile's statistics: totals, sources, models, top sessions, file sizes."""
+    """Print one profile's statistics (documented shape): totals, sources, models, top sessions."""
+    from hermes_state.home import display_hermes_home
+
+    settings = output.current()
     store = report["store"]
     key_values(
         [
-            ("Total sessions", report["total_sessions"]),
-            ("Total messages", report["total_messages"]),
-            ("Store", store.get("path")),
+            ("Total sessions", report["session_count"]),
+            ("Total messages", report["message_count"]),
+            ("Store", display_hermes_home(store["path"]) if store.get("path") else None),
             ("Database size", human_bytes(store.get("total_bytes"))),
             ("Schema version", store.get("schema_version")),
         ],
         title=title,
     )
-    echo()
+    _write("\n")
     table(
-        [Column("Source"), Column("Sessions", "right"), Column("Messages", "right")],
-        [[r["source"], r["sessions"], r["messages"]] for r in report["by_source"]],
+        [Column("Source", shrink_to=10), Column("Sessions", "right"), Column("Messages", "right")],
+        [[r["source"], r["session_count"], r["message_count"]] for r in report["by_source"]],
         title="By source",
     )
     if report["by_model"]:
-        echo()
+        _write("\n")
         table(
             [
-                Column("Model"),
-                Column("Sessions", "right"),
-                Column("Input", "right"),
-                Column("Output", "right"),
-                Column("Cost", "right"),
+                Column("Model", shrink_to=12, prefer=32),
+                Column("Sessions", "right", drop=4),
+                Column("Input", "right", drop=2),
+                Column("Output", "right", drop=3),
+                Column("Cost", "right", drop=5),
             ],
             [
                 [
-                    truncate(r["model"], 32),
+                    r["model"],
                     r["session_count"],
-                    compact_number(r["input_tokens"]),
-                    compact_number(r["output_tokens"]),
+                    count(r["input_tokens"], settings),
+                    count(r["output_tokens"], settings),
                     money(r["cost_usd"]),
                 ]
                 for r in report["by_model"]
@@ -616,14 +584,19 @@ def stats(report: Mapping[str, Any], *, title: str = "") -> None:
             title="By model",
         )
     if report["top_sessions"]:
-        echo()
+        _write("\n")
         table(
-            [Column("ID"), Column("Title"), Column("Tokens", "right"), Column("Cost", "right")],
+            [
+                Column("ID", style="id"),
+                Column("Title", style="title", shrink_to=12, prefer=40),
+                Column("Tokens", "right", drop=2),
+                Column("Cost", "right", drop=1),
+            ],
             [
                 [
                     r["id"],
-                    truncate(r.get("title") or MISSING, TITLE_WIDTH),
-                    compact_number(r["total_tokens"]),
+                    r.get("title") or MISSING,
+                    count(r["total_tokens"], settings),
                     money(r.get("cost_usd")),
                 ]
                 for r in report["top_sessions"]
@@ -631,7 +604,7 @@ def stats(report: Mapping[str, Any], *, title: str = "") -> None:
             title="Top sessions by tokens",
         )
     files = store.get("files") or {}
-    echo()
+    _write("\n")
     table(
         [Column("File"), Column("Size", "right")],
         [[name, human_bytes(size)] for name, size in files.items()],
@@ -644,10 +617,14 @@ def stats(report: Mapping[str, Any], *, title: str = "") -> None:
 
 def prune_preview(result: Any, *, limit: int = 15) -> None:
     """Print what a prune would delete (the first few sessions) and what it keeps."""
-    when = local_time(result.cutoff)
-    what = f"ended sessions last active before {when}" + (
-        f" from source {result.source!r}" if result.source else ""
-    )
+    what = f"ended sessions last active before {local_time(result.cutoff)}"
+    sources = getattr(result, "sources", ()) or ((result.source,) if result.source else ())
+    if sources:
+        what += " from " + ", ".join(sources)
+    if getattr(result, "exclude_sources", ()):
+        what += " except from " + ", ".join(result.exclude_sources)
+    if getattr(result, "started_after", None) is not None:
+        what += f", started since {local_time(result.started_after)}"
     if not result.sessions:
         echo(f"No {what}.")
     else:
@@ -723,29 +700,23 @@ def lock_report(report: Any) -> None:
         table(
             [
                 Column("PID", "right"),
-                Column("Command"),
+                Column("Command", shrink_to=16, prefer=50),
                 Column("File"),
-                Column("Lock"),
-                Column("Access"),
+                Column("Lock", drop=2),
+                Column("Access", drop=1),
             ],
             [
-                [
-                    h.pid if h.pid is not None else "OFD",
-                    truncate(h.command, 50),
-                    h.file,
-                    h.kind,
-                    h.access,
-                ]
+                [h.pid if h.pid is not None else "OFD", h.command, h.file, h.kind, h.access]
                 for h in report.holders
             ],
             title="Locks held",
         )
     if report.open_files:
         if report.holders:
-            echo()
+            _write("\n")
         table(
-            [Column("PID", "right"), Column("Command"), Column("File")],
-            [[o.pid, truncate(o.command, 50), o.file] for o in report.open_files],
+            [Column("PID", "right"), Column("Command", shrink_to=16, prefer=50), Column("File")],
+            [[o.pid, o.command, o.file] for o in report.open_files],
             title="Open without a lock",
         )
     if report.uninspectable:

@@ -1,28 +1,39 @@
 """`hermes sessions …`: list, search, show, export, import, prune, delete, rename, stats, recover.
 
-Each command parses its flags, calls one library operation and hands the result to render.
+Each command parses its flags, calls one library operation and hands the result to render (for
+people) or to output (json, jsonl, csv, tsv: the vocabulary of hermes_cli.records).
 """
 
 from __future__ import annotations
 
+import collections
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from hermes_cli import render
+from hermes_cli import output, records, render
 from hermes_cli.options import (
     AGE_HELP,
+    ColorOption,
     ExcludeSources,
     ForceFlag,
+    FormatOption,
     JsonFlag,
-    OneSource,
+    NoPagerFlag,
+    Roles,
     SessionRef,
     Sources,
     YesFlag,
+    command,
+    cutoff,
+    output_format,
+    since_option,
+    until_option,
     validate_age,
 )
 
@@ -63,6 +74,13 @@ class Conflict(StrEnum):
     replace = "replace"
 
 
+def _setup(
+    fmt: output.Format | None, as_json: bool, color: output.ColorMode, *, pager: bool = False
+) -> output.Settings:
+    """Decide this command's output settings from its flags and stdout."""
+    return output.configure(output_format(fmt, as_json), color=color, pager=pager)
+
+
 # --- list -----------------------------------------------------------------------------------
 
 
@@ -72,21 +90,28 @@ def _list_one(
     from hermes_state import sessions as lib
 
     rows = lib.list_sessions(store, limit=limit, offset=offset, **filters)
-    total = lib.count_sessions(
-        store,
-        sources=filters["sources"],
-        exclude_sources=filters["exclude_sources"],
-        include_archived=filters["include_archived"],
-    )
+    total = lib.count_sessions(store, **{k: v for k, v in filters.items() if k != "order"})
     for r in rows:
         r["profile"] = name
     return rows, total
 
 
-@app.command("list")
+@command(
+    app,
+    "list",
+    examples=[
+        "hermes sessions list",
+        "hermes sessions list --since 7d --source telegram --source discord",
+        "hermes sessions list --sort active --limit 50 --no-pager",
+        "hermes sessions list --all-profiles --format tsv | cut -f1,2,6",
+        "hermes sessions list --format jsonl | jq -r .id",
+    ],
+)
 def list_sessions(
     source: Sources = None,
     exclude_source: ExcludeSources = None,
+    since: Annotated[str | None, since_option("sessions started")] = None,
+    until: Annotated[str | None, until_option("sessions started")] = None,
     limit: Annotated[
         int, typer.Option("--limit", min=0, metavar="N", help="Show at most N sessions.")
     ] = 20,
@@ -105,17 +130,27 @@ def list_sessions(
             "--all-profiles", help="List the root and every named profile (adds Profile)."
         ),
     ] = False,
+    fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    color: ColorOption = output.ColorMode.auto,
+    no_pager: NoPagerFlag = False,
 ) -> None:
-    """List sessions (read-only): id, title or preview, source, model, size, last active."""
-    from hermes_cli import stores
+    """List sessions (read-only): id, title or preview, source, model, size, last active.
+
+    On a narrow terminal the title and model are cut first, then whole columns are left out in
+    this order: Model, Source, Tokens, Msgs, Profile, Last active. The ID is never cut.
+    """
+    from hermes_cli import pager, stores
     from hermes_state.errors import StoreNotFoundError
 
+    settings = _setup(fmt, as_json, color, pager=not no_pager)
     filters = {
         "sources": source or None,
         "exclude_sources": exclude_source or None,
         "include_archived": archived,
         "order": sort.value,
+        "started_after": cutoff(since),
+        "started_before": cutoff(until),
     }
     errors: list[dict[str, Any]] = []
     missing = False
@@ -138,52 +173,61 @@ def list_sessions(
                 )
         except StoreNotFoundError:
             rows, total, missing = [], 0, True
-    if as_json:
-        render.emit_json(
-            {
-                "sessions": [render.session_json(r) for r in rows],
-                "total": total,
-                "errors": errors,
-            }
-        )
+    shaped = [records.session(r) for r in rows]
+    document = {"sessions": shaped, "total": total, "errors": errors}
+    if output.emit(settings, document, shaped, records.SESSION_KEYS):
         return
     stores.report_profile_errors(errors)
     if not rows:
         render.echo("No sessions yet." if missing else "No sessions found.")
         return
-    render.session_list(rows, with_profile=all_profiles)
+    with pager.paging(settings):
+        render.session_list(rows, with_profile=all_profiles)
     render.more_rows_hint(len(rows), offset, total, limit)
 
 
 # --- search ---------------------------------------------------------------------------------
 
 
-@app.command("search")
+@command(
+    app,
+    "search",
+    examples=[
+        'hermes sessions search "chat-send"',
+        'hermes sessions search "docker build" --role assistant --since 30d',
+        "hermes sessions search 会議 --sort newest --limit 5",
+        "hermes sessions search timeout --format csv > hits.csv",
+    ],
+)
 def search(
     query: Annotated[
         str, typer.Argument(metavar="QUERY", help='Words, "a phrase", prefix*, or CJK text.')
     ],
     source: Sources = None,
     exclude_source: ExcludeSources = None,
-    role: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--role", metavar="R", help="Only role R: user, assistant, tool (repeatable)."
-        ),
-    ] = None,
+    role: Roles = None,
+    since: Annotated[str | None, since_option("messages sent")] = None,
+    until: Annotated[str | None, until_option("messages sent")] = None,
     limit: Annotated[
         int, typer.Option("--limit", min=1, metavar="N", help="Show at most N hits.")
     ] = 20,
     sort: Annotated[
         SearchSort, typer.Option("--sort", help="Best match first, or newest, or oldest.")
     ] = SearchSort.rank,
+    fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    color: ColorOption = output.ColorMode.auto,
+    no_pager: NoPagerFlag = False,
 ) -> None:
-    """Search message text (read-only); matches are highlighted."""
-    from hermes_cli import stores
+    """Search message text (read-only); matches are highlighted.
+
+    Each hit is a block: `id · title · role · when`, then the snippet wrapped to the terminal.
+    """
+    from hermes_cli import pager, stores
     from hermes_state import search as lib
     from hermes_state.errors import StoreNotFoundError
 
+    settings = _setup(fmt, as_json, color, pager=not no_pager)
     try:
         with stores.read_store() as store:
             hits = lib.search_messages(
@@ -194,26 +238,28 @@ def search(
                 role_filter=role or None,
                 limit=limit,
                 sort=sort.value,
+                after=cutoff(since),
+                before=cutoff(until),
             )
             titles = _titles(store, {h["session_id"] for h in hits})
     except StoreNotFoundError:
         hits, titles = [], {}
-    if as_json:
-        render.emit_json(
-            {
-                "query": query,
-                "ordering": getattr(hits, "ordering", sort.value),
-                "partial": bool(getattr(hits, "partial", False)),
-                "hits": [render.hit_json(h, titles.get(h["session_id"])) for h in hits],
-            }
-        )
+    shaped = [records.hit(h, titles.get(h["session_id"])) for h in hits]
+    document = {
+        "query": query,
+        "ordering": getattr(hits, "ordering", sort.value),
+        "partial": bool(getattr(hits, "partial", False)),
+        "hits": shaped,
+    }
+    if output.emit(settings, document, shaped, records.HIT_KEYS):
         return
     if getattr(hits, "partial", False):
         render.warn("the search stopped early; some older messages were not examined.")
     if not hits:
         render.echo(f"No messages match {query!r}.")
         return
-    render.search_hits(hits, titles)
+    with pager.paging(settings):
+        render.search_hits(hits, titles)
 
 
 def _titles(store: Any, session_ids: set[str]) -> dict[str, str | None]:
@@ -232,44 +278,106 @@ def _titles(store: Any, session_ids: set[str]) -> dict[str, str | None]:
 # --- show -----------------------------------------------------------------------------------
 
 
-@app.command("show")
+def _visible(
+    rows: Iterable[dict[str, Any]], *, include_all: bool, roles: list[str] | None
+) -> Iterator[dict[str, Any]]:
+    """Yield the messages `show` prints: live and compacted rows (all with --all), of roles."""
+    wanted = set(roles or ())
+    for m in rows:
+        if not (include_all or m.get("active", 1) or m.get("compacted")):
+            continue
+        if wanted and m.get("role") not in wanted:
+            continue
+        yield m
+
+
+@command(
+    app,
+    "show",
+    examples=[
+        "hermes sessions show 20261118_091502_a1c9e2",
+        'hermes sessions show "Fix Docker build" --tail 20',
+        "hermes sessions show 20261118 --role user --role assistant --reasoning",
+        "hermes sessions show 20261118 --color always | less -R",
+        "hermes sessions show 20261118 --format jsonl | jq -r .content",
+    ],
+)
 def show(
     session: SessionRef,
     include_all: Annotated[
         bool, typer.Option("--all", help="Also show rewound/superseded (inactive) messages.")
     ] = False,
+    tail: Annotated[
+        int | None,
+        typer.Option("--tail", min=1, metavar="N", help="Only the last N messages shown."),
+    ] = None,
+    role: Roles = None,
+    reasoning: Annotated[
+        bool, typer.Option("--reasoning", help="Also print the model's reasoning text.")
+    ] = False,
+    fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    color: ColorOption = output.ColorMode.auto,
+    no_pager: NoPagerFlag = False,
 ) -> None:
-    """Print the transcript of one session (read-only)."""
-    from hermes_cli import stores
-    from hermes_state import messages, portability
+    """Print the transcript of one session (read-only); long ones go through the pager."""
+    from hermes_cli import pager, stores
+    from hermes_state import messages
     from hermes_state import sessions as lib
 
+    settings = _setup(fmt, as_json, color, pager=not no_pager)
     with stores.read_store() as store:
         sid = lib.find_session(store, session)
         row = lib.require_session(store, sid)
-        rows = (
-            m
-            for m in messages.iter_messages(store, sid, include_inactive=True)
-            if include_all or m.get("active", 1) or m.get("compacted")
+        rows: Iterable[dict[str, Any]] = _visible(
+            messages.iter_messages(store, sid, include_inactive=True),
+            include_all=include_all,
+            roles=role,
         )
-        if as_json:
-            portability.write_record({**row, "messages": rows}, sys.stdout)
-            sys.stdout.write("\n")
+        skipped = 0
+        if tail is not None:
+            # Bounded memory: only the last N rows are ever held.
+            seen = 0
+
+            def counted(items: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+                nonlocal seen
+                for item in items:
+                    seen += 1
+                    yield item
+
+            rows = list(collections.deque(counted(rows), maxlen=tail))
+            skipped = seen - len(rows)
+        if settings.machine:
+            head = records.session(row, stores.profile_name())
+            shaped = records.messages(rows, sid)
+            if settings.format is output.Format.json:
+                output.emit_json_stream(head, "messages", shaped)
+            else:
+                output.emit(settings, None, shaped, records.MESSAGE_KEYS)
             return
-        render.session_header(row)
-        render.echo()
-        shown = render.transcript(rows)
-        if not shown:
-            render.echo("(no messages)")
+        with pager.paging(settings):
+            render.session_header(row)
+            render.echo()
+            shown = render.transcript(rows, reasoning=reasoning, skipped=skipped)
+            if not shown:
+                render.echo("(no messages)")
 
 
 # --- export / import ------------------------------------------------------------------------
 
 
-@app.command("export")
+@command(
+    app,
+    "export",
+    examples=[
+        "hermes sessions export -o all.jsonl",
+        "hermes sessions export --until 90d -o old.jsonl",
+        "hermes sessions export --since 2026-01-01 --source telegram --format md -o tg.md",
+        "hermes sessions export --session-id 20261118 --format json | jq '.[0].title'",
+    ],
+)
 def export(
-    output: Annotated[
+    output_path: Annotated[
         str,
         typer.Option(
             "-o",
@@ -285,59 +393,81 @@ def export(
         list[str] | None,
         typer.Option("--session-id", metavar="ID", help="Export this session (repeatable)."),
     ] = None,
-    source: OneSource = None,
-    older_than: Annotated[
+    source: Sources = None,
+    exclude_source: ExcludeSources = None,
+    since: Annotated[
         str | None,
         typer.Option(
-            "--older-than",
-            metavar="AGE",
+            "--since",
+            "--newer-than",
+            metavar="WHEN",
             callback=validate_age,
-            help=f"Only sessions started before AGE ago. {AGE_HELP}",
+            help="Only sessions started at or after WHEN (a duration back from now, or an ISO "
+            "date). --newer-than is the older name.",
         ),
     ] = None,
-    newer_than: Annotated[
+    until: Annotated[
         str | None,
         typer.Option(
-            "--newer-than",
-            metavar="AGE",
+            "--until",
+            "--older-than",
+            metavar="WHEN",
             callback=validate_age,
-            help=f"Only sessions started within AGE. {AGE_HELP}",
+            help="Only sessions started before WHEN (a duration back from now, or an ISO date). "
+            "--older-than is the older name.",
         ),
     ] = None,
 ) -> None:
-    """Export sessions with every message (read-only, streamed: memory stays flat)."""
+    """Export sessions with every message, exactly (read-only, streamed: memory stays flat)."""
     from hermes_cli import stores
-    from hermes_cli.options import cutoff
     from hermes_state import portability
     from hermes_state import sessions as lib
     from hermes_state.errors import StoreNotFoundError
 
-    before = cutoff(older_than)
-    after = cutoff(newer_than)
+    before = cutoff(until)
+    after = cutoff(since)
     writer = {
         ExportFormat.jsonl: portability.write_jsonl,
         ExportFormat.json: portability.write_json,
         ExportFormat.md: portability.write_markdown,
     }[fmt]
-    to_stdout = output == "-"
-    target = None if to_stdout else portability.check_export_target(Path(output))
+    to_stdout = output_path == "-"
+    target = None if to_stdout else portability.check_export_target(Path(output_path))
+    stdout = output.terminal_safe(sys.stdout, markdown=fmt is ExportFormat.md)
     try:
         with stores.read_store() as store:
             ids = [lib.find_session(store, ref) for ref in session_ids] if session_ids else None
-            records = portability.export_all(
-                store, source=source, session_ids=ids, started_after=after, started_before=before
+            records_iter = portability.export_all(
+                store,
+                sources=source or None,
+                exclude_sources=exclude_source or None,
+                session_ids=ids,
+                started_after=after,
+                started_before=before,
             )
             if to_stdout:
-                counts = writer(records, sys.stdout)
+                counts = writer(records_iter, stdout)
             else:
-                with render.progress("Exporting sessions") as bar:
+                total = (
+                    len(dict.fromkeys(ids))
+                    if ids is not None
+                    else lib.count_sessions(
+                        store,
+                        sources=source or None,
+                        exclude_sources=exclude_source or None,
+                        include_archived=True,
+                        started_after=after,
+                        started_before=before,
+                    )
+                )
+                with render.progress("Exporting sessions", total=total) as bar:
                     counts = portability.export_to_path(
-                        records, target, writer, progress=bar.advance
+                        records_iter, target, writer, progress=bar.advance
                     )
     except StoreNotFoundError:
         # A profile that never recorded anything exports an empty (but valid) file.
         if to_stdout:
-            writer(iter(()), sys.stdout)
+            writer(iter(()), stdout)
         else:
             portability.export_to_path(iter(()), target, writer)
         render.echo("No store yet: nothing to export.", err=True)
@@ -350,7 +480,32 @@ def export(
     )
 
 
-@app.command("import")
+def _count_records(path: Path) -> int | None:
+    """Count the records of a JSONL export (its non-blank lines); None for a JSON array."""
+    try:
+        with open(path, "rb") as fp:
+            head = fp.read(4096).lstrip()
+            if head[:1] != b"{":
+                return None
+            fp.seek(0)
+            n = 0
+            last = b"\n"
+            while chunk := fp.read(1 << 20):
+                n += chunk.count(b"\n")
+                last = chunk[-1:]
+            return n + (last != b"\n")
+    except OSError:
+        return None
+
+
+@command(
+    app,
+    "import",
+    examples=[
+        "hermes sessions import all.jsonl",
+        "hermes -p copy sessions import all.jsonl --on-conflict replace",
+    ],
+)
 def import_(
     path: Annotated[
         Path,
@@ -371,7 +526,11 @@ def import_(
     from hermes_cli import stores
     from hermes_state import portability
 
-    with stores.write_store(create=True) as store, render.progress("Importing sessions") as bar:
+    total = _count_records(path) if render.progress_wanted() else None
+    with (
+        stores.write_store(create=True) as store,
+        render.progress("Importing sessions", total=total) as bar,
+    ):
         result = portability.import_sessions(
             store, path, on_conflict=on_conflict.value, progress=bar.advance
         )
@@ -397,7 +556,14 @@ def import_(
 # --- edits ----------------------------------------------------------------------------------
 
 
-@app.command("delete")
+@command(
+    app,
+    "delete",
+    examples=[
+        "hermes sessions delete 20261118_091502_a1c9e2",
+        'hermes sessions delete "Grocery list" --yes',
+    ],
+)
 def delete(session: SessionRef, yes: YesFlag = False) -> None:
     """Delete one session and all its messages."""
     from hermes_cli import stores
@@ -417,12 +583,19 @@ def delete(session: SessionRef, yes: YesFlag = False) -> None:
     render.echo(f"Deleted session '{sid}' ({deleted} messages).")
 
 
-@app.command("rename")
+@command(
+    app,
+    "rename",
+    examples=[
+        "hermes sessions rename 20261128_220940 WAL vs DELETE",
+        'hermes sessions rename 20261128 ""',
+    ],
+)
 def rename(
     session: SessionRef,
     title: Annotated[list[str], typer.Argument(metavar="TITLE", help="The new title.")],
 ) -> None:
-    """Give a session a new (unique) title."""
+    """Give a session a new (unique) title; an empty title clears it."""
     from hermes_cli import stores
     from hermes_state import sessions as lib
 
@@ -439,18 +612,30 @@ def rename(
 # --- prune ----------------------------------------------------------------------------------
 
 
-@app.command("prune")
+@command(
+    app,
+    "prune",
+    examples=[
+        "hermes sessions prune --dry-run",
+        "hermes sessions prune --older-than 30d --source cron --yes",
+        "hermes sessions prune --since 2025-01-01 --until 2025-07-01 --exclude-source telegram",
+    ],
+)
 def prune(
     older_than: Annotated[
         str,
         typer.Option(
             "--older-than",
+            "--until",
             metavar="AGE",
             callback=validate_age,
-            help=f"Delete ended sessions last active before AGE ago. {AGE_HELP}",
+            help=f"Delete ended sessions last active before AGE ago (--until is the same). "
+            f"{AGE_HELP}",
         ),
     ] = "90d",
-    source: OneSource = None,
+    since: Annotated[str | None, since_option("sessions started")] = None,
+    source: Sources = None,
+    exclude_source: ExcludeSources = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would be deleted; delete nothing.")
     ] = False,
@@ -460,13 +645,18 @@ def prune(
     """Delete old ended sessions (never pinned ones), then give the space back."""
     from hermes_cli import stores
     from hermes_cli.durations import cutoff_to_days
-    from hermes_cli.options import cutoff
     from hermes_state import maintenance
     from hermes_state.errors import StoreBusyError
 
     days = cutoff_to_days(cutoff(older_than) or time.time())
+    scope = {
+        "sources": source or None,
+        "exclude_sources": exclude_source or None,
+        "started_after": cutoff(since),
+    }
     with stores.write_store() as store:
-        preview = maintenance.prune_sessions(store, days, source=source, dry_run=True)
+        with render.progress("Finding sessions to prune"):
+            preview = maintenance.prune_sessions(store, days, dry_run=True, **scope)
         render.prune_preview(preview)
         if dry_run:
             render.echo("Dry run: nothing deleted.")
@@ -482,11 +672,18 @@ def prune(
             f"Delete these {preview.sessions} session(s) ({preview.messages} messages)?",
             assume_yes=yes,
         )
-        with render.progress("Pruning sessions"):
-            result = maintenance.prune_sessions(store, days, source=source)
-            optimized = (
-                maintenance.optimize(store, vacuum=True, force=force) if result.sessions else None
+        with render.progress("Deleting sessions", total=preview.sessions) as bar:
+            result = maintenance.prune_sessions(
+                store,
+                days,
+                progress=lambda done, total: bar.set(completed=done, total=total),
+                **scope,
             )
+            optimized = None
+            if result.sessions:
+                # optimize() reports no progress of its own: a phase with elapsed time.
+                bar.phase("Reclaiming space (search indexes, VACUUM)")
+                optimized = maintenance.optimize(store, vacuum=True, force=force)
     render.prune_result(result, optimized)
 
 
@@ -497,70 +694,93 @@ def _stats_one(name: str, store: Any) -> dict[str, Any]:
     from hermes_state import sessions as lib
 
     by_source = lib.counts_by_source(store)
-    return {
-        "profile": name,
-        "total_sessions": sum(r["sessions"] for r in by_source),
-        "total_messages": sum(r["messages"] for r in by_source),
-        "by_source": by_source,
-        "by_model": lib.usage_by_model(store),
-        "top_sessions": lib.top_sessions_by_tokens(store, 10),
-        "store": lib.store_stats(store),
-    }
+    return records.stats(
+        {
+            "profile": name,
+            "session_count": sum(r["sessions"] for r in by_source),
+            "message_count": sum(r["messages"] for r in by_source),
+            "by_source": by_source,
+            "by_model": lib.usage_by_model(store),
+            "top_sessions": lib.top_sessions_by_tokens(store, 10),
+            "store": lib.store_stats(store),
+        }
+    )
 
 
 def _empty_stats(name: str, path: Path) -> dict[str, Any]:
-    return {
-        "profile": name,
-        "total_sessions": 0,
-        "total_messages": 0,
-        "by_source": [],
-        "by_model": [],
-        "top_sessions": [],
-        "store": {"path": str(path), "exists": False, "files": {}, "total_bytes": 0},
-    }
+    return records.stats(
+        {
+            "profile": name,
+            "store": {"path": str(path), "files": {}, "total_bytes": 0},
+        }
+    )
 
 
-@app.command("stats")
+@command(
+    app,
+    "stats",
+    examples=[
+        "hermes sessions stats",
+        "hermes sessions stats --all-profiles --no-pager",
+        "hermes sessions stats --format csv | grep by_model",
+    ],
+)
 def stats(
     all_profiles: Annotated[
         bool, typer.Option("--all-profiles", help="Report the root and every named profile.")
     ] = False,
+    fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    color: ColorOption = output.ColorMode.auto,
+    no_pager: NoPagerFlag = False,
 ) -> None:
     """Show counts by source, tokens and cost by model, top sessions and file sizes (read-only)."""
-    from hermes_cli import stores
+    from hermes_cli import pager, stores
     from hermes_state.errors import StoreNotFoundError
 
+    settings = _setup(fmt, as_json, color, pager=not no_pager)
     if all_profiles:
         reports, errors = stores.across_profiles(_stats_one)
-        if as_json:
-            render.emit_json({"profiles": reports, "errors": errors})
+        rows = [r for report in reports for r in records.stats_rows(report)]
+        if output.emit(
+            settings, {"profiles": reports, "errors": errors}, rows, records.STATS_ROW_KEYS
+        ):
             return
         stores.report_profile_errors(errors)
-        for i, report in enumerate(reports):
-            if i:
-                render.echo()
-            render.stats(report, title=f"Profile: {report['profile']}")
+        with pager.paging(settings):
+            for i, report in enumerate(reports):
+                if i:
+                    render.echo()
+                render.stats(report, title=f"Profile: {report['profile']}")
         return
+    missing = False
     try:
         with stores.read_store() as store:
             report = _stats_one(stores.profile_name(), store)
     except StoreNotFoundError:
         report = _empty_stats(stores.profile_name(), stores.db_path())
-        if not as_json:
-            render.echo("No sessions yet.")
-            render.key_values([("Total sessions", 0), ("Total messages", 0)])
-            return
-    if as_json:
-        render.emit_json(report)
+        missing = True
+    if output.emit(settings, report, list(records.stats_rows(report)), records.STATS_ROW_KEYS):
         return
-    render.stats(report)
+    if missing:
+        render.echo("No sessions yet.")
+        render.key_values([("Total sessions", 0), ("Total messages", 0)])
+        return
+    with pager.paging(settings):
+        render.stats(report)
 
 
 # --- recover --------------------------------------------------------------------------------
 
 
-@app.command("recover")
+@command(
+    app,
+    "recover",
+    examples=[
+        "hermes sessions recover --to /tmp/recovered.db",
+        "hermes sessions recover --from damaged.db --to fixed.db --allow-partial --json",
+    ],
+)
 def recover(
     to: Annotated[
         Path,
@@ -577,7 +797,9 @@ def recover(
         Path | None,
         typer.Option("--report", metavar="PATH", help="Where to write the JSON report."),
     ] = None,
-    as_json: JsonFlag = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the recovery report as JSON on stdout.")
+    ] = False,
 ) -> None:
     """Copy everything readable from a store into a new file; the source is never written."""
     from hermes_cli import stores
@@ -585,12 +807,12 @@ def recover(
 
     src = source or stores.db_path()
     with render.progress("Recovering") as bar:
+
+        def step(table: str, copied: int, total: int | None) -> None:
+            bar.set(f"Copying {table}", copied, total)
+
         result = lib.recover(
-            src,
-            to,
-            allow_partial=allow_partial,
-            report_path=report,
-            progress=lambda table, copied, total: bar.set(f"Recovering {table}", copied, total),
+            src, to, allow_partial=allow_partial, report_path=report, progress=step
         )
     if as_json:
         render.emit_json(result.to_dict())

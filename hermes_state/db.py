@@ -212,8 +212,10 @@ class SessionDB:
         offset: int = 0,
         include_archived: bool = False,
         order: ListOrder = "started",
+        started_after: float | None = None,
+        started_before: float | None = None,
     ) -> list[SessionRow]:
-        """Return one page of sessions with preview and last_active."""
+        """Return one page of sessions with preview and last_active (started in [after, before))."""
         rows = ses.list_sessions(
             self.store,
             sources=sources,
@@ -222,6 +224,8 @@ class SessionDB:
             offset=offset,
             include_archived=include_archived,
             order=order,
+            started_after=started_after,
+            started_before=started_before,
         )
         return cast("list[SessionRow]", rows)
 
@@ -621,8 +625,14 @@ class SessionDB:
         offset: int = 0,
         sort: str | None = None,
         include_inactive: bool = False,
+        *,
+        after_ts: float | None = None,
+        before_ts: float | None = None,
     ) -> search.SearchResult:
-        """Search message text; the result list says which ordering and route were used."""
+        """Search message text; the result list says which ordering and route were used.
+
+        ``after_ts``/``before_ts`` (epoch seconds) keep messages written in [after, before).
+        """
         return search.search_messages(
             self.store,
             query,
@@ -633,6 +643,8 @@ class SessionDB:
             offset=offset,
             sort=sort or "rank",
             include_inactive=include_inactive,
+            after=after_ts,
+            before=before_ts,
         )
 
     # --- maintenance ---------------------------------------------------------------------------

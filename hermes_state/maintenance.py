@@ -194,6 +194,9 @@ class PruneResult:
     kept_for_lineage: tuple[str, ...] = ()  # compression ancestors of a session that stays
     children_repointed: int = 0
     ledger_rows_removed: int = 0
+    sources: tuple[str, ...] = ()  # every source kept (source included), empty = all
+    exclude_sources: tuple[str, ...] = ()
+    started_after: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as plain JSON-ready data."""
@@ -201,6 +204,8 @@ class PruneResult:
         out["session_ids"] = list(self.session_ids)
         out["busy"] = [dict(b) for b in self.busy]
         out["kept_for_lineage"] = list(self.kept_for_lineage)
+        out["sources"] = list(self.sources)
+        out["exclude_sources"] = list(self.exclude_sources)
         return out
 
 
@@ -217,8 +222,17 @@ def _age_expr(conn: sqlite3.Connection) -> str:
     return f"MAX({', '.join(parts)})"
 
 
+@dataclass(frozen=True)
+class _Scope:
+    """Which sessions a prune may consider: by source and by start time."""
+
+    sources: tuple[str, ...] = ()
+    exclude_sources: tuple[str, ...] = ()
+    started_after: float | None = None
+
+
 def _eligible(
-    conn: sqlite3.Connection, cutoff: float, source: str | None, within: Sequence[str] | None
+    conn: sqlite3.Connection, cutoff: float, scope: _Scope, within: Sequence[str] | None
 ) -> list[tuple[str, str | None]]:
     """Return (id, end_reason) of ended, unpinned sessions idle since before cutoff."""
     cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
@@ -226,9 +240,15 @@ def _eligible(
     params: list[Any] = [cutoff]
     if "pinned" in cols:
         where.append("COALESCE(s.pinned, 0) = 0")
-    if source is not None:
-        where.append("s.source = ?")
-        params.append(source)
+    if scope.sources:
+        where.append(f"s.source IN ({_marks(scope.sources)})")
+        params += scope.sources
+    if scope.exclude_sources:
+        where.append(f"s.source NOT IN ({_marks(scope.exclude_sources)})")
+        params += scope.exclude_sources
+    if scope.started_after is not None:
+        where.append("s.started_at >= ?")
+        params.append(float(scope.started_after))
     sql = f"SELECT s.id, s.end_reason FROM sessions s WHERE {' AND '.join(where)}"
     if within is None:
         return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY s.started_at, s.id", params)]
@@ -272,12 +292,12 @@ class _Plan:
 def _plan(
     conn: sqlite3.Connection,
     cutoff: float,
-    source: str | None,
+    scope: _Scope,
     within: Sequence[str] | None = None,
     allowed: set[str] | None = None,
 ) -> _Plan:
     """Choose what a prune deletes: eligible, not busy, not needed by a continuing lineage."""
-    candidates = _eligible(conn, cutoff, source, within)
+    candidates = _eligible(conn, cutoff, scope, within)
     order = [sid for sid, _ in candidates]
     doomed = set(order)
     busy = _group_open(open_work_in(conn, order))
@@ -296,17 +316,29 @@ def prune_sessions(
     source: str | None = None,
     dry_run: bool = False,
     now: float | None = None,
+    sources: Sequence[str] | None = None,
+    exclude_sources: Sequence[str] | None = None,
+    started_after: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PruneResult:
     """Delete ended, unpinned sessions idle for longer than older_than_days (or preview it).
 
     Sessions with open ledger work are reported in ``busy`` and kept; so is a compression
     ancestor whose continuation stays. Children of deleted sessions are re-pointed. Deletion
     runs one transaction per chunk of sessions so a live gateway is never blocked for long.
+    source/sources keep only those sources, exclude_sources leaves some out, started_after
+    (epoch seconds) keeps sessions started at or after it. progress(done, total) is called
+    after each deleted chunk with the sessions examined so far and the number planned.
     """
     if older_than_days < 0:
         raise ValueError("older_than_days must not be negative")
     cutoff = (time.time() if now is None else float(now)) - float(older_than_days) * DAY_S
-    plan = _plan(store.conn, cutoff, source)
+    scope = _Scope(
+        sources=tuple(dict.fromkeys([*([source] if source else []), *(sources or ())])),
+        exclude_sources=tuple(dict.fromkeys(exclude_sources or ())),
+        started_after=started_after,
+    )
+    plan = _plan(store.conn, cutoff, scope)
 
     def result(
         ids: Sequence[str], msgs: int, size: int, busy: dict[str, list[OpenWork]], **kw: Any
@@ -329,6 +361,9 @@ def prune_sessions(
                 for sid, rows in busy.items()
             ),
             kept_for_lineage=tuple(plan.kept_for_lineage),
+            sources=scope.sources,
+            exclude_sources=scope.exclude_sources,
+            started_after=started_after,
             **kw,
         )
 
@@ -339,12 +374,14 @@ def prune_sessions(
     everything = set(plan.ids)
     deleted: list[str] = []
     busy = dict(plan.busy)
-    msgs = size = moved = ledger_rows = 0
+    msgs = size = moved = ledger_rows = examined = 0
+    if progress is not None:
+        progress(0, len(plan.ids))
     for batch in _chunks(plan.ids):
 
         def fn(conn: sqlite3.Connection, batch: list[str] = batch) -> tuple[_Plan, _Deleted]:
             # Re-check inside the transaction: a session may have been reopened or admitted work.
-            now_plan = _plan(conn, cutoff, source, within=batch, allowed=everything)
+            now_plan = _plan(conn, cutoff, scope, within=batch, allowed=everything)
             return now_plan, _delete_in(conn, now_plan.ids)
 
         chunk_plan, done = store.write(fn)
@@ -354,6 +391,9 @@ def prune_sessions(
         size += done.bytes
         moved += done.children_repointed
         ledger_rows += done.ledger_rows
+        examined += len(batch)
+        if progress is not None:
+            progress(examined, len(plan.ids))
     return result(
         deleted, msgs, size, busy, children_repointed=moved, ledger_rows_removed=ledger_rows
     )

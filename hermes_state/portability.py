@@ -16,7 +16,7 @@ import math
 import os
 import sqlite3
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -111,15 +111,20 @@ def export_session(store: Store, session_id: str) -> dict[str, Any]:
 def _session_ids(
     store: Store,
     *,
-    source: str | None,
+    sources: Sequence[str],
+    exclude_sources: Sequence[str],
     started_after: float | None,
     started_before: float | None,
 ) -> Iterator[str]:
     """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
-    where, params = [], []
-    if source is not None:
-        where.append("source = ?")
-        params.append(bindable(source))
+    where: list[str] = []
+    params: list[Any] = []
+    if sources:
+        where.append(f"source IN ({', '.join('?' for _ in sources)})")
+        params += [bindable(s) for s in sources]
+    if exclude_sources:
+        where.append(f"source NOT IN ({', '.join('?' for _ in exclude_sources)})")
+        params += [bindable(s) for s in exclude_sources]
     if started_after is not None:
         where.append("started_at >= ?")
         params.append(float(started_after))
@@ -152,13 +157,24 @@ def export_all(
     session_ids: Iterable[str] | None = None,
     started_after: float | None = None,
     started_before: float | None = None,
+    sources: Iterable[str] | None = None,
+    exclude_sources: Iterable[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Yield export records oldest first; each record's "messages" is a lazy iterator."""
+    """Yield export records oldest first; each record's "messages" is a lazy iterator.
+
+    source and sources keep sessions from those sources; exclude_sources leaves some out.
+    """
+    wanted = [*([source] if source is not None else []), *(sources or ())]
+    excluded = list(exclude_sources or ())
     if session_ids is not None:
         ids: Iterable[str] = dict.fromkeys(session_ids)  # keep order, drop repeats
     else:
         ids = _session_ids(
-            store, source=source, started_after=started_after, started_before=started_before
+            store,
+            sources=wanted,
+            exclude_sources=excluded,
+            started_after=started_after,
+            started_before=started_before,
         )
     for sid in ids:
         row = seslib.get_session(store, sid)
@@ -166,16 +182,24 @@ def export_all(
             if session_ids is not None:
                 raise SessionNotFoundError(f"No session with id {sid}")
             continue  # deleted while we were paging
-        if session_ids is not None and not _matches(row, source, started_after, started_before):
+        if session_ids is not None and not _matches(
+            row, wanted, excluded, started_after, started_before
+        ):
             continue
         yield {**row, "messages": _session_messages(store, sid)}
 
 
 def _matches(
-    row: Mapping[str, Any], source: str | None, after: float | None, before: float | None
+    row: Mapping[str, Any],
+    sources: Sequence[str],
+    excluded: Sequence[str],
+    after: float | None,
+    before: float | None,
 ) -> bool:
     started = row.get("started_at") or 0.0
-    if source is not None and row.get("source") != source:
+    if sources and row.get("source") not in sources:
+        return False
+    if excluded and row.get("source") in excluded:
         return False
     if after is not None and started < after:
         return False

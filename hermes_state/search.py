@@ -307,6 +307,8 @@ def _filters(
     exclude_sources: Iterable[str] | str | None,
     role_filter: Iterable[str] | str | None,
     include_inactive: bool,
+    after: float | None = None,
+    before: float | None = None,
 ) -> _Filters:
     """Build the filter conditions every route applies to candidate rows."""
     cols = set(store.columns("messages"))
@@ -316,7 +318,7 @@ def _filters(
     if "display_kind" in cols:
         visible.append("({a}.display_kind IS NULL OR {a}.display_kind <> 'hidden')")
     conds = [v.format(a="m") for v in visible]
-    params: list[str] = []
+    params: list[str | float] = []
     sources, excluded, roles = (
         _as_list(source_filter),
         _as_list(exclude_sources),
@@ -331,6 +333,12 @@ def _filters(
     if roles:
         conds.append(f"m.role IN ({','.join('?' * len(roles))})")
         params += roles
+    if after is not None:
+        conds.append("m.timestamp >= ?")
+        params.append(float(after))
+    if before is not None:
+        conds.append("m.timestamp < ?")
+        params.append(float(before))
     return _Filters(
         sql=" AND ".join(conds) or "1",
         params=tuple(params),
@@ -968,15 +976,22 @@ def search_messages(
     offset: int = 0,
     sort: str = "rank",
     include_inactive: bool = False,
+    after: float | None = None,
+    before: float | None = None,
 ) -> SearchResult:
-    """Search message text; return hits (dicts with HIT_KEYS) and the ordering used."""
+    """Search message text; return hits (dicts with HIT_KEYS) and the ordering used.
+
+    after/before (epoch seconds) keep messages whose timestamp is in [after, before).
+    """
     if sort not in SORTS:
         sort = "rank"
     parsed = _tame_prefixes(parse_query(query if isinstance(query, str) else ""))
     limit, offset = max(0, int(limit)), max(0, int(offset))
     if not parsed.groups or limit == 0:
         return SearchResult(ordering=sort, route="none")
-    filters = _filters(store, source_filter, exclude_sources, role_filter, include_inactive)
+    filters = _filters(
+        store, source_filter, exclude_sources, role_filter, include_inactive, after, before
+    )
     need = offset + limit
     with store.lock:
         conn = store.conn

@@ -415,7 +415,11 @@ LIST_COLUMNS = (
 
 
 def _source_filters(
-    sources: list[str] | None, exclude_sources: list[str] | None, alias: str = "s"
+    sources: list[str] | None,
+    exclude_sources: list[str] | None,
+    alias: str = "s",
+    started_after: float | None = None,
+    started_before: float | None = None,
 ) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
@@ -425,6 +429,12 @@ def _source_filters(
     if exclude_sources:
         where.append(f"{alias}.source NOT IN ({', '.join('?' for _ in exclude_sources)})")
         params += [bindable(s) for s in exclude_sources]
+    if started_after is not None:
+        where.append(f"{alias}.started_at >= ?")
+        params.append(float(started_after))
+    if started_before is not None:
+        where.append(f"{alias}.started_at < ?")
+        params.append(float(started_before))
     return where, params
 
 
@@ -445,12 +455,19 @@ def list_sessions(
     offset: int = 0,
     include_archived: bool = False,
     order: str = "started",
+    started_after: float | None = None,
+    started_before: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Return one page of sessions, newest first, each with preview and last_active."""
+    """Return one page of sessions, newest first, each with preview and last_active.
+
+    started_after/started_before (epoch seconds) keep sessions started in [after, before).
+    """
     if order not in ("started", "active"):
         raise ValueError(f"order must be 'started' or 'active', not {order!r}")
     live = store.columns("sessions")
-    where, params = _source_filters(sources, exclude_sources)
+    where, params = _source_filters(
+        sources, exclude_sources, started_after=started_after, started_before=started_before
+    )
     if not include_archived and "archived" in live:
         where.append("s.archived = 0")
     if order == "active" and "last_activity_at" in live:
@@ -501,13 +518,46 @@ def count_sessions(
     sources: list[str] | None = None,
     exclude_sources: list[str] | None = None,
     include_archived: bool = False,
+    started_after: float | None = None,
+    started_before: float | None = None,
 ) -> int:
     """Return how many sessions a listing with these filters would page through."""
-    where, params = _source_filters(sources, exclude_sources)
+    where, params = _source_filters(
+        sources, exclude_sources, started_after=started_after, started_before=started_before
+    )
     if not include_archived and "archived" in store.columns("sessions"):
         where.append("s.archived = 0")
     sql = "SELECT COUNT(*) FROM sessions s" + (f" WHERE {' AND '.join(where)}" if where else "")
     return int(store.conn.execute(sql, params).fetchone()[0])
+
+
+def recent_session_ids(store: Store, prefix: str = "", limit: int = 50) -> list[tuple[str, Any]]:
+    """Return (id, title) of the newest-started sessions whose id starts with prefix."""
+    prefix = bindable(prefix or "")
+    rows = store.conn.execute(
+        "SELECT id, title FROM sessions WHERE id >= ? AND id < ?"
+        " ORDER BY started_at DESC, id DESC LIMIT ?",
+        (prefix, prefix + "\U0010ffff", int(limit)),
+    ).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def titles_with_prefix(store: Store, prefix: str = "", limit: int = 50) -> list[str]:
+    """Return session titles starting with prefix (case-sensitive), in title order."""
+    prefix = bindable(prefix or "")
+    rows = store.conn.execute(
+        "SELECT title FROM sessions WHERE title >= ? AND title < ? ORDER BY title LIMIT ?",
+        (prefix, prefix + "\U0010ffff", int(limit)),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def distinct_sources(store: Store) -> list[str]:
+    """Return every source that has sessions, in name order."""
+    rows = store.conn.execute(
+        "SELECT DISTINCT source FROM sessions WHERE source IS NOT NULL ORDER BY source"
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 # --- usage and statistics -------------------------------------------------------------------

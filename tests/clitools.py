@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,64 @@ def child(*args: str, env: dict[str, str] | None = None, input: str | None = Non
         input=input if input is not None else "",
         timeout=60,
     )
+
+
+@dataclass
+class PtyResult:
+    """What a process run on a pseudo-terminal wrote there, and how it exited."""
+
+    returncode: int
+    output: str  # everything the terminal received (stdout and stderr), CRLF as LF
+
+
+def pty_child(
+    *args: str,
+    columns: int = 80,
+    lines: int = 50,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+) -> PtyResult:
+    """Run `python -m hermes_cli ARGS` with stdin/stdout/stderr on a pty of the given size."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm-256color"}
+    for name in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PAGER", "HERMES_PAGER"):
+        full_env.pop(name, None)
+    full_env.update(env or {})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hermes_cli", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=full_env,
+        close_fds=True,
+    )
+    os.close(slave)
+    if input is not None:
+        os.write(master, input.encode())
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=timeout)
+    os.close(master)
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return PtyResult(proc.returncode, text)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_cli import durations, render
+from hermes_cli import durations, layout, render
 
 NOW = 1_800_000_000.0
 
@@ -84,3 +84,50 @@ def test_human_bytes_and_compact_numbers() -> None:
     assert render.human_bytes(3 * 1024 * 1024) == "3.0 MB"
     assert render.compact_number(950) == "950"
     assert render.compact_number(12_345) == "12.3k"
+
+
+# --- fitting tables and text to a width -----------------------------------------------------
+
+
+def _columns() -> list[layout.Column]:
+    return [
+        layout.Column("ID"),
+        layout.Column("Title", shrink_to=8, prefer=20),
+        layout.Column("Model", shrink_to=6, prefer=12, drop=1),
+        layout.Column("Count", "right", drop=2),
+    ]
+
+
+def test_fit_without_a_width_keeps_every_column_whole() -> None:
+    fitted = layout.fit(_columns(), [20, 40, 30, 5], None)
+    assert (fitted.widths, fitted.dropped) == ([20, 40, 30, 5], [])
+
+
+def test_fit_shrinks_before_it_drops_and_shares_room_by_need() -> None:
+    fitted = layout.fit(_columns(), [20, 40, 30, 5], 60)
+    assert fitted.dropped == [] and fitted.widths[0] == 20 and fitted.widths[3] == 5
+    assert sum(fitted.widths) + 2 * 3 == 60
+    assert fitted.widths[1] > 8 and fitted.widths[2] > 6  # both grew from their floor
+
+
+def test_fit_drops_whole_columns_in_their_rank_order_and_never_the_id() -> None:
+    assert layout.fit(_columns(), [20, 40, 30, 5], 38).dropped == ["Model"]
+    assert layout.fit(_columns(), [20, 40, 30, 5], 29).dropped == ["Model", "Count"]
+    tiny = layout.fit(_columns(), [20, 40, 30, 5], 10)
+    assert tiny.columns == [0, 1] and tiny.widths[0] == 20  # overflows rather than cut the id
+
+
+def test_wrap_breaks_at_spaces_and_inside_words_only_when_it_must() -> None:
+    lines = layout.wrap_pieces([("one two three four", None)], 9)
+    assert ["".join(t for t, _ in line) for line in lines] == ["one two", "three", "four"]
+    cjk = layout.wrap_pieces([("東京の会議の予定", None)], 6)
+    assert ["".join(t for t, _ in line) for line in cjk] == ["東京の", "会議の", "予定"]
+
+
+def test_wrap_keeps_the_style_of_each_piece() -> None:
+    (line,) = layout.wrap_pieces([("a ", None), ("match here", "match"), (" z", None)], 40)
+    assert line == [("a ", None), ("match here", "match"), (" z", None)]
+
+
+def test_display_width_counts_combining_marks_as_zero() -> None:
+    assert layout.display_width("e\u0301") == 1 and layout.display_width("東") == 2

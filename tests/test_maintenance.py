@@ -249,6 +249,36 @@ def test_prune_keeps_sessions_that_have_not_ended(store: Store) -> None:
     assert "open" in _ids(store)
 
 
+def test_prune_takes_several_sources_and_excluded_sources(store: Store) -> None:
+    _session(store, "a", source="cli")
+    _session(store, "b", source="cron")
+    _session(store, "c", source="telegram")
+    assert prune_sessions(
+        store, 90, now=NOW, sources=["cli", "cron"], dry_run=True
+    ).session_ids == (
+        "a",
+        "b",
+    )
+    result = prune_sessions(store, 90, now=NOW, exclude_sources=["telegram"])
+    assert result.session_ids == ("a", "b") and result.exclude_sources == ("telegram",)
+    assert _ids(store) == {"c"}
+
+
+def test_prune_started_after_keeps_older_sessions(store: Store) -> None:
+    _session(store, "oldest", at=OLD - 86400 * 30)
+    _session(store, "old")
+    result = prune_sessions(store, 90, now=NOW, started_after=OLD - 86400)
+    assert result.session_ids == ("old",) and _ids(store) == {"oldest"}
+
+
+def test_prune_reports_progress_per_chunk_against_the_planned_total(store: Store) -> None:
+    for i in range(3):
+        _session(store, f"s{i}", messages=0)
+    seen: list[tuple[int, int]] = []
+    prune_sessions(store, 90, now=NOW, progress=lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, 3) and seen[-1] == (3, 3)
+
+
 def test_prune_judges_age_by_the_latest_message(store: Store) -> None:
     _session(store, "revived")
     append_messages(store, "revived", [{"role": "user", "content": "back", "timestamp": RECENT}])

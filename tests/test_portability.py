@@ -90,6 +90,20 @@ def test_export_all_filters_by_source_and_start_time(store: Store) -> None:
     assert newer[0] == "20261126_140501_0a7c55" and len(newer) + len(older) == 12
 
 
+def test_export_all_takes_several_sources_and_excluded_sources(store: Store) -> None:
+    load_sample(store.path)
+    both = {r["source"] for r in portability.export_all(store, sources=["cron", "discord"])}
+    assert both == {"cron", "discord"}
+    rest = [r["source"] for r in portability.export_all(store, exclude_sources=["cli", "cron"])]
+    assert set(rest) == {"telegram", "discord"} and len(rest) == 5
+    chosen = portability.export_all(
+        store,
+        session_ids=["20261121_060000_d90a11", "20261118_091502_a1c9e2"],
+        exclude_sources=["cron"],
+    )
+    assert [r["id"] for r in chosen] == ["20261118_091502_a1c9e2"]
+
+
 def test_export_all_by_session_ids_keeps_the_given_order(store: Store) -> None:
     load_sample(store.path)
     wanted = ["20261130_091233_3d4e5f", "20261118_091502_a1c9e2"]

@@ -165,6 +165,17 @@ def test_role_filter(store: Store) -> None:
     assert ids(search_messages(store, "shared", role_filter=["assistant"])) == [reply]
 
 
+def test_time_window_filter(store: Store) -> None:
+    early = add(store, "windowed word", timestamp=100.0)
+    middle = add(store, "windowed word", timestamp=200.0)
+    late = add(store, "windowed word", timestamp=300.0)
+    assert ids(search_messages(store, "windowed", after=200.0, sort="oldest")) == [middle, late]
+    assert ids(search_messages(store, "windowed", before=200.0)) == [early]
+    assert ids(search_messages(store, "windowed", after=150.0, before=250.0)) == [middle]
+    # Every route applies it: a substring query goes through the trigram index.
+    assert ids(search_messages(store, "ndowe", after=250.0)) == [late]
+
+
 def test_rewound_rows_hidden_by_default_and_shown_with_include_inactive(store: Store) -> None:
     live = add(store, "rewind target")
     gone = add(store, "rewind target")

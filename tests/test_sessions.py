@@ -357,6 +357,36 @@ def test_list_sessions_pages_with_limit_and_offset(db: SessionDB) -> None:
     assert ids(db.list_sessions(limit=2, offset=4)) == ["s0"]
 
 
+def test_list_and_count_sessions_filter_by_start_time(mixed: SessionDB) -> None:
+    assert ids(mixed.list_sessions(started_after=2.0)) == ["d", "t"]
+    assert ids(mixed.list_sessions(started_before=2.0)) == ["c"]
+    assert ids(mixed.list_sessions(started_after=2.0, started_before=3.0)) == ["t"]
+    from hermes_state import sessions as lib
+
+    assert lib.count_sessions(mixed.store, started_after=2.0) == 2
+    assert lib.count_sessions(mixed.store, started_before=2.0, sources=["telegram"]) == 0
+
+
+def test_recent_session_ids_come_newest_first_with_titles(mixed: SessionDB) -> None:
+    from hermes_state import sessions as lib
+
+    mixed.set_session_title("t", "Travel")
+    assert lib.recent_session_ids(mixed.store) == [("d", None), ("t", "Travel"), ("c", None)]
+    assert lib.recent_session_ids(mixed.store, "t") == [("t", "Travel")]
+    assert lib.recent_session_ids(mixed.store, limit=1) == [("d", None)]
+
+
+def test_titles_with_prefix_and_distinct_sources(mixed: SessionDB) -> None:
+    from hermes_state import sessions as lib
+
+    mixed.set_session_title("c", "Fix Docker build")
+    mixed.set_session_title("d", "Fix search")
+    mixed.set_session_title("t", "Groceries")
+    assert lib.titles_with_prefix(mixed.store, "Fix") == ["Fix Docker build", "Fix search"]
+    assert lib.titles_with_prefix(mixed.store, "fix") == []
+    assert lib.distinct_sources(mixed.store) == ["cli", "discord", "telegram"]
+
+
 # --- usage and statistics --------------------------------------------------------------------
 
 
