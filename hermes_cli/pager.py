@@ -90,7 +90,7 @@ class PagedStdout(io.TextIOBase):
         for line in lines:
             self._rows += max(1, -(-visible_width(line) // self._width))
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         """Write text: held back while it fits on the screen, then through the pager."""
         if self._pipe is not None:
             self._send(text)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from typing import Annotated
 
 import typer
@@ -23,7 +25,7 @@ app = typer.Typer(
 )
 
 
-def _info_json(info: object) -> dict:
+def _info_json(info: object) -> dict[str, Any]:
     from hermes_state.home import STORE_FILE
 
     path = info.path  # type: ignore[attr-defined]

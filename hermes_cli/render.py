@@ -426,7 +426,7 @@ def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | No
         sid = sanitize.one_line(h.get("session_id"))
         role = _role_label(h)
         stamp = when(h.get("timestamp"), settings, now=now)
-        title = sanitize.one_line(titles.get(h.get("session_id")) or "")
+        title = sanitize.one_line(titles.get(str(h.get("session_id"))) or "")
         fixed = display_width(sid) + display_width(SEP + role + SEP + stamp)
         if title and settings.width is not None:
             room = settings.width - fixed - len(SEP)
@@ -465,7 +465,9 @@ def _tool_call_lines(tool_calls: Any, settings: output.Settings) -> list[str]:
     for call in tool_calls or []:
         if not isinstance(call, Mapping):
             continue
-        fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+        fn: Mapping[str, Any] = (
+            call["function"] if isinstance(call.get("function"), Mapping) else {}
+        )
         name = fn.get("name") or call.get("name") or "?"
         args = fn.get("arguments", call.get("arguments", ""))
         if not isinstance(args, str):

@@ -71,7 +71,7 @@ class Conflict(StrEnum):
     """What `sessions import` does with a session id that already exists."""
 
     skip = "skip"
-    replace = "replace"
+    replace = "replace"  # type: ignore[assignment]  # the member, not str.replace
 
 
 def _setup(
@@ -243,7 +243,7 @@ def search(
             )
             titles = _titles(store, {h["session_id"] for h in hits})
     except StoreNotFoundError:
-        hits, titles = [], {}
+        hits, titles = lib.SearchResult(), {}
     shaped = [records.hit(h, titles.get(h["session_id"])) for h in hits]
     document = {
         "query": query,
@@ -445,7 +445,7 @@ def export(
                 started_after=after,
                 started_before=before,
             )
-            if to_stdout:
+            if target is None:
                 counts = writer(records_iter, stdout)
             else:
                 total = (
@@ -466,7 +466,7 @@ def export(
                     )
     except StoreNotFoundError:
         # A profile that never recorded anything exports an empty (but valid) file.
-        if to_stdout:
+        if target is None:
             writer(iter(()), stdout)
         else:
             portability.export_to_path(iter(()), target, writer)
@@ -649,14 +649,18 @@ def prune(
     from hermes_state.errors import StoreBusyError
 
     days = cutoff_to_days(cutoff(older_than) or time.time())
-    scope = {
-        "sources": source or None,
-        "exclude_sources": exclude_source or None,
-        "started_after": cutoff(since),
-    }
-    with stores.write_store() as store:
+    sources, excluded, started_after = source or None, exclude_source or None, cutoff(since)
+    opener = stores.read_store if dry_run else stores.write_store  # a preview never writes
+    with opener() as store:
         with render.progress("Finding sessions to prune"):
-            preview = maintenance.prune_sessions(store, days, dry_run=True, **scope)
+            preview = maintenance.prune_sessions(
+                store,
+                days,
+                dry_run=True,
+                sources=sources,
+                exclude_sources=excluded,
+                started_after=started_after,
+            )
         render.prune_preview(preview)
         if dry_run:
             render.echo("Dry run: nothing deleted.")
@@ -677,7 +681,9 @@ def prune(
                 store,
                 days,
                 progress=lambda done, total: bar.set(completed=done, total=total),
-                **scope,
+                sources=sources,
+                exclude_sources=excluded,
+                started_after=started_after,
             )
             optimized = None
             if result.sessions:

@@ -521,7 +521,7 @@ def _integrity(path: Path) -> str:
 
 
 def _staged_check(
-    zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], manifest: dict, stage: Path
+    zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], manifest: dict[str, Any], stage: Path
 ) -> tuple[list[str], dict[str, str], dict[str, Path]]:
     """Extract members into stage and check them against the manifest."""
     problems: list[str] = []

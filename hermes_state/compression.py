@@ -12,7 +12,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError, TitleInUseError
@@ -145,6 +145,8 @@ def _copy_row(conn: sqlite3.Connection, cols: list[str], source_id: int, session
         f"SELECT ?, 1, 0, {col_sql} FROM messages WHERE id = ?",
         (session_id, source_id),
     )
+    if cur.lastrowid is None:  # pragma: no cover - an INSERT … SELECT of an existing row
+        raise SessionNotFoundError(f"No message with id {source_id}")
     return int(cur.lastrowid)
 
 
@@ -206,7 +208,7 @@ def _require(conn: sqlite3.Connection, session_id: str) -> sqlite3.Row:
     row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if row is None:
         raise SessionNotFoundError(f"No session with id {session_id}")
-    return row
+    return cast(sqlite3.Row, row)
 
 
 # --- compaction and rotation ----------------------------------------------------------------

@@ -444,7 +444,7 @@ def _create_new_store(path: Path) -> None:
 
 def schema_is_empty(conn: sqlite3.Connection) -> bool:
     """Tell whether the database has no schema objects at all (a brand-new file)."""
-    return conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+    return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) == 0
 
 
 def _open_writable(path: Path, *, role: Role, create: bool) -> Store:

@@ -552,7 +552,7 @@ class SessionDB:
         return msg.append_messages(self.store, session_id, batch)
 
     def append_messages_batch(
-        self, session_id: str, messages: list[dict[str, Any]], chunk_rows: int | None = None
+        self, session_id: str, messages: list[Mapping[str, Any]], chunk_rows: int | None = None
     ) -> int:
         """Append messages in one transaction (or chunks of chunk_rows); return how many."""
         return msg.append_messages_batch(self.store, session_id, messages, chunk_rows)
@@ -560,7 +560,7 @@ class SessionDB:
     def replace_messages(
         self,
         session_id: str,
-        messages: list[dict[str, Any]],
+        messages: list[Mapping[str, Any]],
         active_only: bool = False,
         archive_dropped: bool = False,
     ) -> None:

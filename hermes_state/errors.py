@@ -121,7 +121,7 @@ class LedgerBusyError(HermesStateError):
 
     hint = "Wait for the gateway to finish (or resolve the unknown inputs) and retry."
 
-    def __init__(self, message: str, open_rows: list[dict] | None = None) -> None:
+    def __init__(self, message: str, open_rows: list[dict[str, object]] | None = None) -> None:
         super().__init__(message)
         self.open_rows = open_rows or []
 

@@ -298,7 +298,7 @@ def layout_of(conn: sqlite3.Connection) -> Flavor | None:
         return None
     for flavor in ("legacy", "foreign", "inline", "external"):
         if flavor in flavors:
-            return flavor  # type: ignore[return-value]
+            return flavor
     return None
 
 

@@ -89,7 +89,8 @@ class Admission:
     @property
     def payload(self) -> dict[str, Any]:
         """The admitted payload, decoded."""
-        return json.loads(self.payload_json)
+        value: dict[str, Any] = json.loads(self.payload_json)
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """Return the admission as plain JSON-ready data."""
@@ -127,7 +128,8 @@ class Receipt:
     @property
     def payload(self) -> dict[str, Any]:
         """The reported payload, decoded."""
-        return json.loads(self.result_json)
+        value: dict[str, Any] = json.loads(self.result_json)
+        return value
 
     def to_dict(self) -> dict[str, Any]:
         """Return the receipt as plain JSON-ready data."""

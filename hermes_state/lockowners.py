@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import contextlib
 import logging
 import os
@@ -63,7 +65,7 @@ class LockHolder:
         """Say who holds what, e.g. 'PID 7 (hermes chat) holds WAL write lock on state.db-shm'."""
         return f"{self.who()} holds {self.kind} lock on {self.file}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
         return asdict(self)
 
@@ -80,7 +82,7 @@ class OpenFile:
         """Say who has which file open."""
         return f"PID {self.pid} ({self.command}) has {self.file} open (no lock)"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
         return asdict(self)
 
@@ -124,7 +126,7 @@ class LockReport:
             names.append(OFD_OWNER)
         return ", ".join(names)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
         return {
             "db_path": str(self.db_path),
@@ -257,7 +259,7 @@ def _scan_open_files(
     """Find processes with a watched file open; return ({pid: names}, uninspectable pids)."""
     basenames = {name for name in watched.values()}
     opened: dict[int, set[str]] = {}
-    uninspectable = []
+    uninspectable: list[Any] = []
     try:
         entries = os.listdir(proc)
     except OSError:

@@ -8,7 +8,7 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
@@ -101,7 +101,7 @@ def _tool_call_ids(tool_calls: Any) -> list[str]:
     return ids
 
 
-def _mint_tool_call_uids(tool_calls: list) -> dict[str, str]:
+def _mint_tool_call_uids(tool_calls: list[Any]) -> dict[str, str]:
     """Give each distinct tool call id of one response a uid (repeats of an id share it)."""
     return {cid: new_uid() for cid in dict.fromkeys(_tool_call_ids(tool_calls))}
 
@@ -112,7 +112,7 @@ def _count_tool_calls(tool_calls: Any) -> int:
     return 1 if tool_calls else 0
 
 
-def _normalise_tool_calls(value: Any) -> list | None:
+def _normalise_tool_calls(value: Any) -> list[Any] | None:
     if value is None or value == "":
         return None
     if isinstance(value, str):
@@ -397,7 +397,7 @@ def get_messages(
 
 def iter_messages(
     store: Store, session_id: str, *, include_inactive: bool = True, chunk: int = 2000
-):
+) -> Iterator[dict[str, Any]]:
     """Yield a session's messages in id order, a bounded chunk at a time (memory stays flat)."""
     after = 0
     while True:

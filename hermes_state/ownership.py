@@ -92,7 +92,9 @@ def fresh_marker(*, writer: str | None = None) -> dict[str, Any]:
     return marker
 
 
-def with_marker(display_metadata: Mapping[str, Any] | None, marker: Mapping[str, Any]) -> dict:
+def with_marker(
+    display_metadata: Mapping[str, Any] | None, marker: Mapping[str, Any]
+) -> dict[str, Any]:
     """Return display metadata carrying the marker under the owner key (other keys kept)."""
     out = dict(display_metadata or {})
     out[OWNER_KEY] = dict(marker)

@@ -42,7 +42,7 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hermes_state import cjk, fts
 from hermes_state.errors import is_corruption_error, is_lock_error
@@ -229,7 +229,7 @@ def sanitize_fts5_query(text: str) -> str:
 # --- results --------------------------------------------------------------------------------
 
 
-class SearchResult(list):
+class SearchResult(list[dict[str, Any]]):
     """The hits of a search (dicts with HIT_KEYS), plus how they were found.
 
     ``ordering``: "rank" (BM25 over all matches), "rank_recent" (BM25 over the newest
@@ -241,7 +241,7 @@ class SearchResult(list):
 
     def __init__(
         self,
-        hits: Iterable[dict] = (),
+        hits: Iterable[dict[str, Any]] = (),
         *,
         ordering: str = "rank",
         route: str = "word",
@@ -272,7 +272,7 @@ class _Filters:
     """SQL conditions on messages (alias m) and sessions (alias s) shared by every route."""
 
     sql: str
-    params: tuple
+    params: tuple[Any, ...]
     needs_session: bool
     visible: str  # the visibility condition alone, on alias p (context rows)
     roles: tuple[str, ...] = ()
@@ -376,7 +376,7 @@ def _like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _term_like(term: Term) -> tuple[str, tuple]:
+def _term_like(term: Term) -> tuple[str, tuple[Any, ...]]:
     """SQL that is true when a message contains the term's text (content, tool name or calls)."""
     pat = _like_pattern(term.text)
     sql = (
@@ -386,11 +386,12 @@ def _term_like(term: Term) -> tuple[str, tuple]:
     return (f"NOT {sql}" if term.negated else sql), (pat, pat, pat)
 
 
-def _group_like(terms: Sequence[Term]) -> tuple[str, tuple] | None:
+def _group_like(terms: Sequence[Term]) -> tuple[str, tuple[Any, ...]] | None:
     """Compile one AND-group to a LIKE predicate (None for a group of negations only)."""
     if not any(not t.negated for t in terms):
         return None  # a group of only negations matches nearly everything: dropped
-    parts, params = [], []
+    parts: list[str] = []
+    params: list[Any] = []
     for term in terms:
         sql, p = _term_like(term)
         parts.append(sql)
@@ -398,7 +399,7 @@ def _group_like(terms: Sequence[Term]) -> tuple[str, tuple] | None:
     return "(" + " AND ".join(parts) + ")", tuple(params)
 
 
-def _query_like(query: Query) -> tuple[str, tuple]:
+def _query_like(query: Query) -> tuple[str, tuple[Any, ...]]:
     """Compile the whole query to a LIKE predicate (OR of AND-groups); '0' if nothing is left."""
     groups = [g for g in (_group_like(grp) for grp in query.groups) if g is not None]
     if not groups:
@@ -421,10 +422,11 @@ def _from(table: str | None, filters: _Filters) -> str:
 
 def _probe(conn: sqlite3.Connection, table: str, match: str, cap: int) -> int:
     """Count the rows matching an FTS expression, stopping at cap (cost grows with the count)."""
-    return conn.execute(
+    row = conn.execute(
         f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
         (match, cap),
-    ).fetchone()[0]
+    ).fetchone()
+    return int(row[0])
 
 
 def _rank_affordable(
@@ -446,8 +448,8 @@ def _rank_affordable(
 def _index_ids(
     conn: sqlite3.Connection,
     table: str,
-    match: tuple[str, tuple],
-    extra: tuple[str, tuple],
+    match: tuple[str, tuple[Any, ...]],
+    extra: tuple[str, tuple[Any, ...]],
     filters: _Filters,
     sort: str,
     need: int,
@@ -470,7 +472,7 @@ def _index_ids(
         # BM25 over a huge doclist costs ~1 s at 1 M rows; the newest matches cost ~1 ms.
         rows = conn.execute(f"{base} ORDER BY {table}.rowid DESC LIMIT ?", (*params, need))
         return [r[0] for r in rows], "newest"
-    if len(counts) == 1 and tuple(match_params) == (phrases[0],):
+    if phrases is not None and len(counts) == 1 and tuple(match_params) == (phrases[0],):
         count = counts[0]  # the query is that one phrase: its probe already counted it
     else:
         count = conn.execute(
@@ -517,7 +519,7 @@ def _window_floor(conn: sqlite3.Connection, low: int, high: int, newest: bool) -
 def _scan_ids(
     conn: sqlite3.Connection,
     window: tuple[int, int],
-    predicate: tuple[str, tuple],
+    predicate: tuple[str, tuple[Any, ...]],
     filters: _Filters,
     sort: str,
     need: int,
@@ -608,7 +610,10 @@ def _trigram_route(
     """Find rows through the trigram index, newest first (plus the rebuild window)."""
     ids: set[int] = set()
     for group in query.groups:
-        like, params, extra, extra_params = [], [], [], []
+        like: list[str] = []
+        params: list[Any] = []
+        extra: list[str] = []
+        extra_params: list[Any] = []
         for term in group:
             chunks = _trigram_chunks(term)
             for chunk in chunks:
@@ -664,12 +669,12 @@ def _asks_for_uncovered(filters: _Filters) -> bool:
     )
 
 
-def _cjk_parts(query: Query) -> tuple[list[str], list[tuple[str, tuple]]] | None:
+def _cjk_parts(query: Query) -> tuple[list[str], list[tuple[str, tuple[Any, ...]]]] | None:
     """Split a single-group query into CJK MATCH pieces and LIKE checks for everything else."""
     if len(query.groups) != 1:
         return None  # OR across scripts cannot be split between two indexes
     match: list[str] = []
-    checks: list[tuple[str, tuple]] = []
+    checks: list[tuple[str, tuple[Any, ...]]] = []
     for term in query.groups[0]:
         runs = cjk.cjk_runs(term.text)
         if term.negated or not runs:
@@ -695,7 +700,7 @@ def _cjk_route(
     filters: _Filters,
     sort: str,
     need: int,
-    parts: tuple[list[str], list[tuple[str, tuple]]],
+    parts: tuple[list[str], list[tuple[str, tuple[Any, ...]]]],
 ) -> _Found:
     """Find rows through the CJK bigram index (plus rows not caught up yet)."""
     match, checks = parts
@@ -868,10 +873,10 @@ def _fts_snippets(
 
 def _contexts(
     conn: sqlite3.Connection, neighbours: dict[int, tuple[int | None, int | None]]
-) -> dict[int, list[dict]]:
+) -> dict[int, list[dict[str, Any]]]:
     """Return each hit's context: the visible message before and after it ({id, role, content})."""
     wanted = sorted({i for pair in neighbours.values() for i in pair if i is not None})
-    rows: dict[int, dict] = {}
+    rows: dict[int, dict[str, Any]] = {}
     if wanted:
         for row_id, role, content in conn.execute(
             f"SELECT id, role, substr(content, 1, {CONTEXT_CHARS * 4}) FROM messages "
@@ -891,7 +896,7 @@ def _contexts(
 
 def _hits(
     store: Store, found: _Found, query: Query, filters: _Filters, ids: list[int]
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Load the hit rows, their sessions, snippets and context (a few statements in all)."""
     if not ids:
         return []

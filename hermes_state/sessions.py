@@ -231,7 +231,7 @@ def resolve_session_id(store: Store, id_or_prefix: str) -> str | None:
             f"'{id_or_prefix}' matches more than one session: {shown}"
             + (", …" if len(rows) > 5 else "")
         )
-    return rows[0][0]
+    return str(rows[0][0])
 
 
 def find_session(store: Store, ref: str) -> str:
@@ -298,7 +298,7 @@ def get_session_title(store: Store, session_id: str) -> str | None:
     row = store.conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
     if row is None:
         raise SessionNotFoundError(f"No session with id {session_id}")
-    return row[0]
+    return None if row[0] is None else str(row[0])
 
 
 def _escape_like(text: str) -> str:

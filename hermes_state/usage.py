@@ -77,9 +77,11 @@ def update_token_counts(
         session_id,
         model or "unknown",
         task=task,
+        billing_provider=route["billing_provider"],
+        billing_base_url=route["billing_base_url"],
+        billing_mode=route["billing_mode"],
         estimated_cost_usd=estimated or 0.0,
         actual_cost_usd=actual,
-        **route,
         **{k: int(v) for k, v in counts.items() if k in USAGE_COUNTERS},
     )
     extra = {

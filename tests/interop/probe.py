@@ -314,6 +314,30 @@ def open_once(path: str) -> dict:
     return {"ok": True}
 
 
+def signatures(names: str) -> dict:
+    """Describe the parameters of the named SessionDB methods (name, kind, default)."""
+    import inspect
+
+    from hermes_state import SessionDB
+
+    out = {}
+    for name in names.split(","):
+        fn = getattr(SessionDB, name, None)
+        if fn is None:
+            out[name] = None
+            continue
+        params = list(inspect.signature(fn).parameters.values())[1:]  # without self
+        out[name] = [
+            [
+                p.name,
+                p.kind.name,
+                None if p.default is inspect.Parameter.empty else repr(p.default),
+            ]
+            for p in params
+        ]
+    return out
+
+
 def main() -> None:
     command, path, *rest = sys.argv[1:]
     if command == "build":
@@ -324,6 +348,8 @@ def main() -> None:
         out = open_once(path)
     elif command == "integrity":
         out = integrity(path)
+    elif command == "signatures":
+        out = signatures(rest[0])
     else:
         raise SystemExit(f"unknown command {command}")
     sys.stdout.write("\n" + json.dumps(out, ensure_ascii=False, default=str) + "\n")
