@@ -322,8 +322,7 @@ def show(
 ) -> None:
     """Print the transcript of one session (read-only); long ones go through the pager."""
     from hermes_cli import pager, stores
-    from hermes_state import messages
-    from hermes_state import sessions as lib
+    from hermes_state import messages, sessions as lib
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
     with stores.read_store() as store:
@@ -420,8 +419,7 @@ def export(
 ) -> None:
     """Export sessions with every message, exactly (read-only, streamed: memory stays flat)."""
     from hermes_cli import stores
-    from hermes_state import portability
-    from hermes_state import sessions as lib
+    from hermes_state import portability, sessions as lib
     from hermes_state.errors import StoreNotFoundError
 
     before = cutoff(until)
@@ -567,8 +565,7 @@ def import_(
 def delete(session: SessionRef, yes: YesFlag = False) -> None:
     """Delete one session and all its messages."""
     from hermes_cli import stores
-    from hermes_state import maintenance
-    from hermes_state import sessions as lib
+    from hermes_state import maintenance, sessions as lib
 
     with stores.write_store() as store:
         sid = lib.find_session(store, session)

@@ -19,14 +19,14 @@ from hermes_state import (
     ledger,
     listing,
     maintenance,
+    messages as msg,
     meta,
     ownership,
     portability,
     search,
+    sessions as ses,
     usage,
 )
-from hermes_state import messages as msg
-from hermes_state import sessions as ses
 from hermes_state.connection import Store, open_store
 from hermes_state.errors import AmbiguousSessionIdError
 from hermes_state.home import default_db_path

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import contextlib
 import logging
 import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger("hermes_state.lockowners")
 

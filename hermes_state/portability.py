@@ -22,8 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from hermes_state import messages as msglib
-from hermes_state import sessions as seslib
+from hermes_state import messages as msglib, sessions as seslib
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError
 from hermes_state.text import bindable

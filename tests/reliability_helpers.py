@@ -862,9 +862,7 @@ def patient_writer_main(args: list[str]) -> int:
 
 def fuzz_main(args: list[str]) -> int:
     """Child: run a hypothesis search fuzzer, recording each input before it is tried."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import seed as fixed_seed
-    from hypothesis import strategies as st
+    from hypothesis import HealthCheck, given, seed as fixed_seed, settings, strategies as st
 
     mode, target, examples, seed_arg, last = args[0], Path(args[1]), int(args[2]), args[3], args[4]
     fd = os.open(last, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import SessionDB as ExportedSessionDB
-from hermes_state import maintenance
+from hermes_state import SessionDB as ExportedSessionDB, maintenance
 from hermes_state.db import SessionDB
 from hermes_state.errors import SessionNotFoundError, TitleInUseError
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hermes_state.search import MAX_QUERY_CHARS, parse_query, sanitize_fts5_query
 

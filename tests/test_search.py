@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from hermes_state import cjk, fts, messages, search, sessions
 from hermes_state.connection import Store, open_store
