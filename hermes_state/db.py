@@ -63,6 +63,14 @@ class SessionDB:
         """Set or clear a session's title (unique, sanitised, ≤ 100 chars)."""
         return sessions.set_session_title(self.store, session_id, title)
 
+    def set_session_pinned(self, session_id: str, pinned: bool) -> bool:
+        """Pin or unpin a session; return False when no session has that id."""
+        return sessions.set_session_pinned(self.store, session_id, pinned)
+
+    def set_session_archived(self, session_id: str, archived: bool) -> bool:
+        """Archive or unarchive a session; return False when no session has that id."""
+        return sessions.set_session_archived(self.store, session_id, archived)
+
     def get_session_title(self, session_id: str) -> str | None:
         """Return a session's title."""
         return sessions.get_session_title(self.store, session_id)
@@ -127,6 +135,16 @@ class SessionDB:
     def search_messages(self, query: str, **options: Any) -> search.SearchResult:
         """Search message text; the result says which ordering and route were used."""
         return search.search_messages(self.store, query, **options)
+
+    def count_matches(self, query: str, **options: Any) -> search.MatchCount:
+        """Count the messages a search would page through (under a time budget)."""
+        return search.count_matches(self.store, query, **options)
+
+    def message_window(
+        self, session_id: str, around_id: int | None = None, **options: Any
+    ) -> list[dict[str, Any]]:
+        """Return the transcript messages around one message (or a session's first ones)."""
+        return messages.message_window(self.store, session_id, around_id, **options)
 
     # maintenance
     def clear_messages(self, session_id: str) -> int:
