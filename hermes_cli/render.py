@@ -114,6 +114,29 @@ def as_plain(value: Any) -> Any:
 # --- small formatters -----------------------------------------------------------------------
 
 
+# Characters that would act on a terminal instead of being shown: C0/C1 controls (ESC starts
+# escape sequences, 0x9b is a one-byte CSI), DEL, bidi overrides that reorder what follows, line
+# separators and lone surrogates (which cannot be encoded at all).
+_UNSAFE_RE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str | None, *, newlines: bool = True) -> str:
+    """Return stored text with every character that could act on a terminal shown escaped.
+
+    ESC becomes the four characters \\x1b, a bidi override \\u202e; tabs stay, and newlines
+    stay unless newlines=False (then they are escaped too).
+    """
+    out = _UNSAFE_RE.sub(_escaped, str(text or ""))
+    return out if newlines else out.replace("\n", "\\n")
+
+
 def display_width(text: str) -> int:
     """Return how many terminal cells text takes (wide CJK characters count two)."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)

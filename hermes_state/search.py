@@ -868,6 +868,11 @@ def _needles(query: Query) -> re.Pattern[str] | None:
     return re.compile("|".join(sorted(set(parts), key=len, reverse=True)), re.IGNORECASE)
 
 
+def highlight_pattern(query: str) -> re.Pattern[str] | None:
+    """Return the pattern snippets use to mark a query's matches (None: nothing to mark)."""
+    return _needles(_tame_prefixes(parse_query(query if isinstance(query, str) else "")))
+
+
 def _text_snippet(text: str, pattern: re.Pattern[str] | None) -> str:
     """Cut a window of text around the first match, marking matches >>>like this<<<."""
     first = pattern.search(text) if pattern is not None else None
