@@ -755,11 +755,38 @@ def run(
                 )
             from hermes_cli.browse_app import BrowseApp
 
-            app = BrowseApp(browser, initial=initial)
-            chosen = app.run()
+            with _terminal_size_from_the_terminal():
+                # Built in here: rich reads COLUMNS/LINES when the app makes its consoles.
+                chosen = BrowseApp(browser, initial=initial).run()
         finally:
             browser.close()
     return chosen
+
+
+@contextlib.contextmanager
+def _terminal_size_from_the_terminal() -> Iterator[None]:
+    """While the screen runs, let Textual read the size of the real terminal.
+
+    Textual draws on stderr but reads the size through shutil.get_terminal_size(), which
+    prefers COLUMNS/LINES from the environment (stale after a resize) and otherwise asks
+    stdout, which under $(...) or a redirect is no terminal (80x24). So those variables are
+    hidden and file descriptor 1 points at the terminal until the screen closes; the chosen id
+    is printed after the original stdout is back.
+    """
+    hidden = {k: os.environ.pop(k) for k in ("COLUMNS", "LINES") if k in os.environ}
+    saved = None
+    if not render._isatty(sys.stdout):
+        sys.stdout.flush()
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        os.environ.update(hidden)
 
 
 def request_after(results: Results) -> Request:

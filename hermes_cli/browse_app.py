@@ -278,6 +278,7 @@ class BrowseScreen(Screen[None]):
         self.changed = False
         self.keystroke_at: float | None = None
         self.latencies_ms: list[float] = []  # keystroke to results shown, for bench/
+        self.notices: list[str] = []  # what each finished edit reported
         self._seq = first.seq
         self._count_seq = 0
         self._keep: str | None = None
@@ -426,7 +427,7 @@ class BrowseScreen(Screen[None]):
     def _preview_of(self, row: Row | None) -> None:
         self.preview_row = row
         if row is None:
-            self._draw_preview(None, [])
+            self.call_later(self._draw_preview, None, [])
             return
 
         def work() -> Any:
@@ -616,10 +617,14 @@ class BrowseScreen(Screen[None]):
         def done(outcome: Any) -> None:
             self.busy = ""
             if isinstance(outcome, BrowseError):
-                self.notify(render.visible(str(outcome)), severity="error", timeout=8)
+                notice = "Error: " + render.visible(str(outcome), newlines=False)
+                self.notices.append(notice)
+                self.notify(notice, severity="error", timeout=8)
                 self._draw_status()
                 return
-            self.notify(success(outcome))
+            notice = success(outcome)
+            self.notices.append(notice)
+            self.notify(notice)
             self._request(keep=row.session_id)
 
         self._edit.submit(attempt, done)
