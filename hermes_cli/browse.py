@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from hermes_state.connection import Store
     from hermes_state.search import MatchCount
 
-HITS_PAGE = 100  # hits fetched per page (more are fetched when the cursor nears the end)
-SESSIONS_PAGE = 100
+HITS_PAGE = 50  # hits fetched per page (more are fetched when the cursor nears the end)
+SESSIONS_PAGE = 50
 GROUPED_HITS = 500  # hits grouped into the sessions view of a query
 WINDOW_BEFORE = 3  # preview: messages shown before and after the hit
 WINDOW_AFTER = 3
@@ -222,6 +222,7 @@ class Browser:
             request.query,
             limit=HITS_PAGE,
             offset=request.offset,
+            context=False,
             **request.filters.search_options(),
         )
         infos = lib.get_sessions_by_id(self.store, {h["session_id"] for h in found})
@@ -241,7 +242,11 @@ class Browser:
         from hermes_state import sessions as lib
 
         found = search.search_messages(
-            self.store, request.query, limit=GROUPED_HITS, **request.filters.search_options()
+            self.store,
+            request.query,
+            limit=GROUPED_HITS,
+            context=False,
+            **request.filters.search_options(),
         )
         infos = lib.get_sessions_by_id(self.store, {h["session_id"] for h in found})
         rows: dict[str, Row] = {}
@@ -482,7 +487,7 @@ def _tags(session: dict[str, Any]) -> list[tuple[str, str]]:
     return tags
 
 
-def row_prompt(row: Row, width: int, *, now: float | None = None) -> Text:
+def row_lines(row: Row, width: int, *, now: float | None = None) -> tuple[Text, Text]:
     """Return the two lines a row shows: when, source, id, title; then the snippet or summary."""
     Text = _text()
     now = time.time() if now is None else now
@@ -514,7 +519,7 @@ def row_prompt(row: Row, width: int, *, now: float | None = None) -> Text:
             second.append(f" · {flat(s['model'])}", style="dim")
         if s.get("title") and s.get("preview"):
             second.append(f" · {flat(s['preview'])}", style="dim")
-    return line(first, width) + Text("\n") + line(second, width)
+    return line(first, width), line(second, width)
 
 
 def _body(msg: dict[str, Any]) -> str:

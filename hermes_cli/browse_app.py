@@ -15,13 +15,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rich.segment import Segment
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, Footer, Input, OptionList, RichLog, Static
-from textual.widgets.option_list import Option
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Button, Input, RichLog, Static
 
 from hermes_cli import browse, render
 from hermes_cli.browse import BrowseError, Browser, Request, Results, Row
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
 NARROW_COLUMNS = 100  # below this the preview goes under the list instead of beside it
 LOAD_MORE_MARGIN = 5  # fetch the next page when the cursor is this close to the end
 CHANGE_POLL_S = 2.0
+COUNT_DELAY_S = 0.25  # count matches once the results have stood this long (not mid-typing)
 
 
 class _Lane:
@@ -71,6 +77,117 @@ class _Lane:
         outcome = done(result)
         if hasattr(outcome, "__await__"):
             await outcome
+
+
+# --- the list -------------------------------------------------------------------------------
+
+
+class HitList(ScrollView, can_focus=False):
+    """The hits or sessions, two lines a row; only the rows on screen are ever drawn (Textual's
+    line API), so showing 50 or 5,000 rows costs the same."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"hitlist--cursor"}
+    DEFAULT_CSS = """
+    HitList > .hitlist--cursor { background: $accent 35%; text-style: bold; }
+    """
+    ROW_LINES = 2
+    MARKER = "› "
+
+    class Highlighted(Message):
+        """The cursor moved to another row (index None: the list is empty)."""
+
+        def __init__(self, index: int | None) -> None:
+            super().__init__()
+            self.index = index
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[Row] = []
+        self.cursor: int | None = None
+        self._strips: dict[tuple[int, int], tuple[Strip, Strip]] = {}
+        self._now = time.time()
+
+    def set_rows(self, rows: list[Row], cursor: int = 0) -> None:
+        """Show these rows, with the cursor on one of them."""
+        self.rows = rows
+        self._strips.clear()
+        self._now = time.time()
+        self.cursor = None
+        self._resize()
+        self.scroll_to(y=0, animate=False, immediate=True)
+        self.move_to(cursor)
+
+    def add_rows(self, rows: list[Row]) -> None:
+        """Append a further page of rows."""
+        self.rows.extend(rows)
+        self._resize()
+
+    def _resize(self) -> None:
+        self.virtual_size = Size(self.scrollable_content_region.width, len(self.rows) * 2)
+        self.refresh()
+
+    def move_to(self, index: int | None) -> None:
+        """Put the cursor on row index (clamped), keep it in view and announce it."""
+        if not self.rows or index is None:
+            changed = self.cursor is not None
+            self.cursor = None
+            if changed or not self.rows:
+                self.post_message(self.Highlighted(None))
+            self.refresh()
+            return
+        index = max(0, min(len(self.rows) - 1, index))
+        if index == self.cursor:
+            return
+        self.cursor = index
+        top = index * self.ROW_LINES
+        height = self.scrollable_content_region.height
+        if top < self.scroll_y:
+            self.scroll_to(y=top, animate=False, immediate=True)
+        elif height and top + self.ROW_LINES > self.scroll_y + height:
+            self.scroll_to(y=top + self.ROW_LINES - height, animate=False, immediate=True)
+        self.refresh()
+        self.post_message(self.Highlighted(index))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._strips.clear()
+        self._resize()
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is not None:
+            self.move_to((offset.y + int(self.scroll_y)) // self.ROW_LINES)
+
+    def drawn(self, index: int) -> str:
+        """Return the text row index shows (both lines), as drawn at the current width."""
+        width = self.scrollable_content_region.width
+        return "\n".join(strip.text for strip in self._row(index, width))
+
+    def _row(self, index: int, width: int) -> tuple[Strip, Strip]:
+        key = (index, width)
+        strips = self._strips.get(key)
+        if strips is None:
+            inner = max(1, width - len(self.MARKER))
+            lines = browse.row_lines(self.rows[index], inner, now=self._now)
+            console = self.app.console
+            first, second = (
+                Strip(list(text.render(console))).crop_extend(0, inner, None) for text in lines
+            )
+            strips = (first, second)
+            self._strips[key] = strips
+        return strips
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        line = int(self.scroll_y) + y
+        index, part = divmod(line, self.ROW_LINES)
+        if index >= len(self.rows):
+            return Strip.blank(width, self.rich_style)
+        strip = self._row(index, width)[part]
+        mark = self.MARKER if (index == self.cursor and part == 0) else " " * len(self.MARKER)
+        strip = Strip.join([Strip([Segment(mark)]), strip])
+        if index == self.cursor:
+            strip = strip.apply_style(self.get_component_rich_style("hitlist--cursor"))
+        return strip.apply_style(self.rich_style)
 
 
 # --- dialogs --------------------------------------------------------------------------------
@@ -155,9 +272,16 @@ class TranscriptScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(browse.session_header(self.row.session), id="transcript-head")
-        yield RichLog(id="transcript", wrap=True, markup=False, highlight=False, auto_scroll=False)
+        yield RichLog(
+            id="transcript",
+            wrap=True,
+            markup=False,
+            highlight=False,
+            auto_scroll=False,
+            min_width=1,
+        )
         yield Static(Text("loading…"), id="transcript-status")
-        yield Footer(show_command_palette=False)
+        yield Static(_keys_line(self.BINDINGS), classes="keys")
 
     def on_mount(self) -> None:
         self.query_one(RichLog).focus()
@@ -205,7 +329,7 @@ class TranscriptScreen(Screen[None]):
             )
         if self.error:
             text.append(" · Error: " + render.visible(self.error, newlines=False))
-        text.append(" · Esc: back · F6: tool calls and reasoning", style="dim")
+
         self.query_one("#transcript-status", Static).update(text)
 
     def action_back(self) -> None:
@@ -274,6 +398,9 @@ class BrowseScreen(Screen[None]):
         self.expanded = False
         self.preview_row: Row | None = None
         self.preview_messages: list[dict[str, Any]] = []
+        self.preview_texts: list[Text] = []  # each previewed message as drawn
+        self.preview_hit: int | None = None  # which of them is the hit
+        self.shown_at: float | None = None
         self.busy = ""
         self.changed = False
         self.keystroke_at: float | None = None
@@ -283,6 +410,7 @@ class BrowseScreen(Screen[None]):
         self._count_seq = 0
         self._keep: str | None = None
         self._loading_more = False
+        self._count_timer: Any = None
         self._initial = initial
         self._marker = browser.changed_marker()
         self._pattern: Any = None
@@ -304,23 +432,21 @@ class BrowseScreen(Screen[None]):
             )
         yield Static(id="filters")
         with Horizontal(id="panes"):
-            yield OptionList(id="list")
-            yield VerticalScroll(id="preview")
+            yield HitList(id="list")
+            yield RichLog(id="preview", wrap=True, markup=False, highlight=False, min_width=1)
         yield Static(Text("loading…"), id="status")
-        yield Footer(show_command_palette=False, compact=True)
+        yield Static(_keys_line(self.BINDINGS), classes="keys")
 
     def on_mount(self) -> None:
-        listing = self.query_one("#list", OptionList)
-        listing.can_focus = False
-        self.query_one("#preview", VerticalScroll).can_focus = False
+        self.query_one("#preview", RichLog).can_focus = False
         self.query_one("#query", Input).focus()
         self._draw_filters()
-        self.call_after_refresh(self._show, self._initial)
+        self._show(self._initial)
         self.set_interval(CHANGE_POLL_S, self._poll_changes)
 
     def on_resize(self, event: Any) -> None:
         self.set_class(self.size.width < NARROW_COLUMNS, "narrow")
-        self.call_after_refresh(self._redraw_rows)
+        self.call_after_refresh(self._preview_of, self.preview_row)
 
     # reading
 
@@ -341,40 +467,31 @@ class BrowseScreen(Screen[None]):
         )
         keep = self._keep
         index = next((i for i, r in enumerate(self.rows) if r.session_id == keep), 0)
-        self._set_rows(index)
+        self.query_one("#list", HitList).set_rows(self.rows, index)
         if self.keystroke_at is not None:
-            self.latencies_ms.append((time.perf_counter() - self.keystroke_at) * 1000)
+            self.shown_at = time.perf_counter()
+            self.latencies_ms.append((self.shown_at - self.keystroke_at) * 1000)
             self.keystroke_at = None
-        self._start_count(results)
+        self._schedule_count(results)
         self._draw_status()
 
-    def _set_rows(self, index: int) -> None:
-        listing = self.query_one("#list", OptionList)
-        width = listing.scrollable_content_region.width
-        now = time.time()
-        listing.set_options(
-            Option(browse.row_prompt(row, width, now=now), id=str(i))
-            for i, row in enumerate(self.rows)
-        )
-        if self.rows:
-            listing.highlighted = min(index, len(self.rows) - 1)
-        else:
-            self._preview_of(None)
-
-    def _redraw_rows(self) -> None:
-        if self.results is not None:
-            listing = self.query_one("#list", OptionList)
-            self._set_rows(listing.highlighted or 0)
-
-    def _start_count(self, results: Results) -> None:
+    def _schedule_count(self, results: Results) -> None:
+        """Count the matches once these results have stood for a moment (not mid-typing)."""
         self._count_seq += 1
         self.count = None
+        if self._count_timer is not None:
+            self._count_timer.stop()
+            self._count_timer = None
         request = results.request
-        if results.error or not request.searching or request.view != "hits":
-            self.counting = False
-            return
-        self.counting = True
-        seq = self._count_seq
+        self.counting = bool(not results.error and request.searching and request.view == "hits")
+        if self.counting:
+            seq = self._count_seq
+            self._count_timer = self.set_timer(
+                COUNT_DELAY_S, lambda: self._start_count(request, seq)
+            )
+
+    def _start_count(self, request: Request, seq: int) -> None:
+        self._count_timer = None
 
         def work() -> Any:
             return self.browser.count(request, lambda: self._count_seq != seq)
@@ -398,36 +515,29 @@ class BrowseScreen(Screen[None]):
             self._loading_more = False
             if page.request.seq != self._seq or page.error or self.results is None:
                 return
-            listing = self.query_one("#list", OptionList)
-            width = listing.scrollable_content_region.width
-            start = len(self.rows)
             self.rows.extend(page.rows)
-            self.results.more = page.more
-            listing.add_options(
-                Option(browse.row_prompt(row, width), id=str(start + i))
-                for i, row in enumerate(page.rows)
-            )
             self.results.rows = self.rows
+            self.results.more = page.more
+            self.query_one("#list", HitList).add_rows(page.rows)
             self._draw_status()
 
         self._more.submit(lambda: self.browser.fetch(request), done)
 
     # preview
 
-    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        index = event.option_index
-        if 0 <= index < len(self.rows):
-            self._preview_of(self.rows[index])
-            if index >= len(self.rows) - LOAD_MORE_MARGIN:
-                self._more_rows()
-
-    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        event.stop()  # a click only highlights; Enter chooses
+    def on_hit_list_highlighted(self, event: HitList.Highlighted) -> None:
+        index = event.index
+        if index is None or not 0 <= index < len(self.rows):
+            self._preview_of(None)
+            return
+        self._preview_of(self.rows[index])
+        if index >= len(self.rows) - LOAD_MORE_MARGIN:
+            self._more_rows()
 
     def _preview_of(self, row: Row | None) -> None:
         self.preview_row = row
         if row is None:
-            self.call_later(self._draw_preview, None, [])
+            self._draw_preview(None, [])
             return
 
         def work() -> Any:
@@ -438,38 +548,41 @@ class BrowseScreen(Screen[None]):
 
         self._preview.submit(work, lambda found: self._draw_preview(row, found))
 
-    async def _draw_preview(self, row: Row | None, found: Any) -> None:
+    def _draw_preview(self, row: Row | None, found: Any) -> None:
         if row is not self.preview_row:
             return
-        pane = self.query_one("#preview", VerticalScroll)
-        await pane.remove_children()
+        pane = self.query_one("#preview", RichLog)
+        pane.clear()
+        self.preview_messages = []
+        self.preview_texts = []
+        self.preview_hit = None
         if row is None:
-            self.preview_messages = []
             return
-        widgets: list[Static] = [Static(browse.session_header(row.session), classes="head")]
-        target = None
+        pane.write(browse.session_header(row.session))
+        pane.write(Text(""))
         if isinstance(found, BrowseError):
-            self.preview_messages = []
-            widgets.append(Static(Text("Error: " + render.visible(str(found)))))
-        else:
-            self.preview_messages = list(found)
-            hit_id = row.hit["id"] if row.hit else None
-            for msg in self.preview_messages:
-                is_hit = msg.get("id") == hit_id
-                text = browse.message_text(
-                    msg, expanded=self.expanded, is_hit=is_hit, pattern=self._pattern
-                )
-                widget = Static(text, classes="message hit" if is_hit else "message")
-                widgets.append(widget)
-                if is_hit:
-                    target = widget
-            if not self.preview_messages:
-                widgets.append(Static(Text("(no messages)", style="dim")))
-        await pane.mount_all(widgets)
-        if target is not None:
-            pane.scroll_to_center(target, animate=False, immediate=True)
-        else:
-            pane.scroll_home(animate=False)
+            pane.write(Text("Error: " + render.visible(str(found), newlines=False)))
+            return
+        hit_id = row.hit["id"] if row.hit else None
+        hit_line = None
+        for msg in found:
+            is_hit = msg.get("id") == hit_id
+            text = browse.message_text(
+                msg, expanded=self.expanded, is_hit=is_hit, pattern=self._pattern
+            )
+            if is_hit:
+                hit_line = len(pane.lines)
+                self.preview_hit = len(self.preview_messages)
+            self.preview_messages.append(msg)
+            self.preview_texts.append(text)
+            pane.write(text)
+            pane.write(Text(""))
+        if not found:
+            pane.write(Text("(no messages)", style="dim"))
+        # The hit a third of the way down: the messages before it stay in view.
+        third = pane.scrollable_content_region.height // 3
+        top = 0 if hit_line is None else max(0, hit_line - third)
+        pane.scroll_to(y=top, animate=False, immediate=True)
 
     # status
 
@@ -484,7 +597,7 @@ class BrowseScreen(Screen[None]):
             changed=self.changed,
             busy=self.busy,
         )
-        self.query_one("#status", Static).update(text)
+        self.query_one("#status", Static).update(text, layout=False)
 
     def _poll_changes(self) -> None:
         marker = self.browser.changed_marker()
@@ -504,23 +617,21 @@ class BrowseScreen(Screen[None]):
 
     def current_row(self) -> Row | None:
         """Return the highlighted row, if any."""
-        index = self.query_one("#list", OptionList).highlighted
+        index = self.query_one("#list", HitList).cursor
         if index is None or not 0 <= index < len(self.rows):
             return None
         return self.rows[index]
 
     def action_move(self, step: int) -> None:
         """Move the cursor up or down the list."""
-        listing = self.query_one("#list", OptionList)
-        if not self.rows:
-            return
-        now = listing.highlighted if listing.highlighted is not None else 0
-        listing.highlighted = max(0, min(len(self.rows) - 1, now + step))
+        listing = self.query_one("#list", HitList)
+        if self.rows:
+            listing.move_to((listing.cursor or 0) + step)
 
     def action_page(self, direction: int) -> None:
         """Move the cursor a page up or down."""
-        listing = self.query_one("#list", OptionList)
-        rows_per_page = max(1, listing.scrollable_content_region.height // 2)
+        listing = self.query_one("#list", HitList)
+        rows_per_page = max(1, listing.scrollable_content_region.height // HitList.ROW_LINES)
         self.action_move(direction * rows_per_page)
 
     def action_choose(self) -> None:
@@ -726,6 +837,22 @@ class BrowseScreen(Screen[None]):
         self.app.push_screen(ConfirmScreen(question, danger=True), answered)
 
 
+def _keys_line(bindings: list[BindingType]) -> Text:
+    """Return the footer: each shown binding's first key and what it does."""
+    text = Text()
+    for binding in bindings:
+        if not isinstance(binding, Binding) or not binding.show:
+            continue
+        key = binding.key.split(",")[0]
+        label = {"enter": "Enter", "escape": "Esc", "tab": "Tab"}.get(key, key)
+        label = label.replace("ctrl+", "^").upper() if label.startswith(("f", "ctrl+")) else label
+        if text:
+            text.append(" ")
+        text.append(label, style="bold reverse")
+        text.append(" " + binding.description)
+    return text
+
+
 class BrowseApp(App[str | None]):
     """`hermes sessions browse`: returns the chosen session id, or None when quit."""
 
@@ -742,18 +869,16 @@ class BrowseApp(App[str | None]):
     #panes { height: 1fr; }
     #list { width: 1fr; height: 1fr; border: none; padding: 0; scrollbar-size-vertical: 1; }
     #preview {
-        width: 1fr; height: 1fr; border-left: solid $primary-darken-2; padding: 0 1;
-        scrollbar-size-vertical: 1;
+        width: 1fr; height: 1fr; border-left: solid $primary-darken-2; padding: 0 0 0 1;
+        scrollbar-size-vertical: 1; background: $surface;
     }
     .narrow #panes { layout: vertical; }
     .narrow #list { width: 1fr; height: 1fr; }
     .narrow #preview {
         width: 1fr; height: 1fr; border-left: none; border-top: solid $primary-darken-2;
     }
-    #preview .head { margin-bottom: 1; }
-    #preview .message { margin-bottom: 1; }
-    #preview .hit { background: $boost; }
     #status { height: 1; padding: 0 1; background: $panel; }
+    .keys { height: 1; }
     #transcript { height: 1fr; }
     #transcript-head, #transcript-status { padding: 0 1; }
     #transcript-status { height: 1; background: $panel; }

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
 import subprocess
 import sys
@@ -124,8 +123,8 @@ async def highlight(pilot: Any, screen: Any, pick: Callable[[Any], bool]) -> Any
     """Move the cursor with the arrow keys to the first row pick() accepts; return the row."""
     target = next(i for i, row in enumerate(screen.rows) if pick(row))
     listing = screen.query_one("#list")
-    while listing.highlighted != target:
-        await pilot.press("down" if listing.highlighted < target else "up")
+    while listing.cursor != target:
+        await pilot.press("down" if listing.cursor < target else "up")
     row = screen.rows[target]
     await until(pilot, lambda: screen.preview_row is row and screen.preview_messages)
     return row
@@ -233,11 +232,10 @@ def test_preview_shows_the_hit_with_its_neighbours_and_collapsed_tool_calls(
                 "later 0",
                 "later 1",
             ]
-            texts = [w.content.plain for w in screen.query("#preview .message")]
+            texts = [t.plain for t in screen.preview_texts]
             assert "▸ tool call: terminal(" in texts[1] and LONG_ARGS not in texts[1]
             assert "▸ reasoning (9 chars)" in texts[4]
-            (hit,) = screen.query("#preview .hit")
-            assert "← hit" in hit.content.plain
+            assert screen.preview_hit == 3 and "← hit" in texts[3]
             await pilot.press("f6")
             await until(pilot, lambda: LONG_ARGS in _message_text(screen, 1))
 
@@ -245,8 +243,8 @@ def test_preview_shows_the_hit_with_its_neighbours_and_collapsed_tool_calls(
 
 
 def _message_text(screen: Any, index: int) -> str:
-    found = list(screen.query("#preview .message"))
-    return found[index].content.plain if len(found) > index else ""
+    texts = screen.preview_texts
+    return texts[index].plain if len(texts) > index else ""
 
 
 def test_transcript_screen_shows_every_message_scrolled_to_the_hit(store_path: Path) -> None:
@@ -413,10 +411,10 @@ def test_hostile_title_and_content_are_shown_escaped_never_as_codes_or_markup(
         async with browsing(store_path, "kettle", size=(200, 40)) as (app, pilot, screen):
             row = await highlight(pilot, screen, lambda r: "owned" in r.hit["snippet"])
             assert row.session_id == "s-tg"
-            prompt = screen.query_one("#list").get_option_at_index(screen.rows.index(row)).prompt
-            assert "\\x1b[31mred[/] [bold]loud[/bold] \\u202eevil" in prompt.plain
-            assert "\\x1b]0;owned\\x07 [link=http://x]click[/link] \\x9b31m" in prompt.plain
-            preview = " ".join(w.content.plain for w in screen.query("#preview Static"))
+            drawn = screen.query_one("#list").drawn(screen.rows.index(row))
+            assert "\\x1b[31mred[/] [bold]loud[/bold] \\u202eevil" in drawn
+            assert "\\x1b]0;owned\\x07 [link=http://x]click[/link] \\x9b31m" in drawn
+            preview = "\n".join(strip.text for strip in screen.query_one("#preview").lines)
             assert "\\x1b]0;owned\\x07" in preview and "[bold]loud[/bold]" in preview
             svg = app.export_screenshot()
             assert "\x1b" not in svg and "\x9b" not in svg and "\u202e" not in svg
@@ -462,10 +460,11 @@ TMUX = shutil.which("tmux")
 
 
 @contextlib.contextmanager
-def tmux_session(command: str, width: int = 120, height: int = 32) -> Iterator[Callable[..., str]]:
+def tmux_session(
+    command: str, socket: Path, width: int = 120, height: int = 32
+) -> Iterator[Callable[..., str]]:
     """Run command in a detached tmux session on a private server; yield a screen reader."""
-    socket = f"hermes-test-{os.getpid()}-{time.monotonic_ns()}"
-    base = ["tmux", "-L", socket, "-f", "/dev/null"]
+    base = ["tmux", "-S", str(socket), "-f", "/dev/null"]
     subprocess.run(
         [*base, "new-session", "-d", "-x", str(width), "-y", str(height), command], check=True
     )
@@ -513,7 +512,7 @@ def test_real_command_in_tmux_searches_as_you_type_and_prints_the_chosen_id(
         f"env {exports} {_sh(sys.executable)} -m hermes_cli sessions browse --print-id"
         f" > {_sh(str(out))}; echo EXIT=$? >> {_sh(str(out))}"
     )
-    with tmux_session(command) as screen:
+    with tmux_session(command, tmp_path / "tmux.sock") as screen:
         wait_for(screen, "12 sessions")
         screen.keys("-l", "chat-send")
         text = wait_for(screen, "6 matches")

@@ -482,3 +482,10 @@ def test_count_matches_stops_when_asked(store: Store, monkeypatch: pytest.Monkey
 
 def test_count_matches_of_an_unsearchable_query_is_zero(store: Store) -> None:
     assert search.count_matches(store, "   ") == search.MatchCount(0, True, "none")
+
+
+def test_hits_without_context_skip_the_neighbours(store: Store) -> None:
+    add(store, "before")
+    add(store, "needle here")
+    (hit,) = search_messages(store, "needle", context=False)
+    assert hit["context"] == [] and ">>>needle<<<" in hit["snippet"]
