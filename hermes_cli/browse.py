@@ -172,11 +172,13 @@ class Results:
 
 
 class Browser:
-    """The read-only store the screen browses, plus a second connection for match counts.
+    """The read-only store the screen browses, plus connections of its own for slow reads.
 
-    Reads go through `store`; a count can take a second on a huge store, so it runs on its own
-    connection (and thread) where it never delays the next keystroke's search. Edits open the
-    store for writing, one short connection per edit, as `hermes sessions rename` does.
+    Short reads (results, previews) share `store`, one at a time under its lock (the screen
+    runs them in worker threads). A count can take a second on a huge store and a transcript
+    or an export reads a whole session, so each of those opens its own read-only connection
+    and never delays the next keystroke's search. Edits open the store for writing, one short
+    connection per edit, as `hermes sessions rename` does.
     """
 
     def __init__(self, store: Store) -> None:
@@ -196,12 +198,13 @@ class Browser:
     def load(self, request: Request) -> Results:
         """Run a request; a damaged or busy store raises its typed error (before the screen)."""
         started = time.perf_counter()
-        if request.searching and request.view == "hits":
-            results = self._hits(request)
-        elif request.searching:
-            results = self._grouped(request)
-        else:
-            results = self._sessions(request)
+        with self.store.lock:
+            if request.searching and request.view == "hits":
+                results = self._hits(request)
+            elif request.searching:
+                results = self._grouped(request)
+            else:
+                results = self._sessions(request)
         results.elapsed_ms = (time.perf_counter() - started) * 1000
         return results
 
@@ -212,6 +215,17 @@ class Browser:
                 return self.load(request)
         except BrowseError as exc:
             return Results(request, error=str(exc))
+
+    @contextlib.contextmanager
+    def _own_store(self) -> Iterator[Store]:
+        """Open a read-only connection of its own for one slow read."""
+        from hermes_state.connection import open_store
+
+        store = open_store(self.path, read_only=True)
+        try:
+            yield store
+        finally:
+            store.close()
 
     def _hits(self, request: Request) -> Results:
         from hermes_state import search
@@ -305,7 +319,7 @@ class Browser:
         from hermes_state import messages
 
         around = row.hit["id"] if row.hit else None
-        with _reading(self.path):
+        with _reading(self.path), self.store.lock:
             return messages.message_window(
                 self.store,
                 row.session_id,
@@ -318,7 +332,7 @@ class Browser:
         """Return one session's row (None once it is gone)."""
         from hermes_state import sessions as lib
 
-        with _reading(self.path):
+        with _reading(self.path), self.store.lock:
             return lib.get_session(self.store, session_id)
 
     def transcript(self, session_id: str) -> Iterator[dict[str, Any]]:
@@ -327,9 +341,9 @@ class Browser:
         from hermes_state import messages
 
         shown = 0
-        with _reading(self.path):
+        with _reading(self.path), self._own_store() as store:
             for msg in messages.iter_messages(
-                self.store, session_id, include_inactive=True, chunk=TRANSCRIPT_CHUNK
+                store, session_id, include_inactive=True, chunk=TRANSCRIPT_CHUNK
             ):
                 if not (msg.get("active", 1) or msg.get("compacted")):
                     continue
@@ -343,7 +357,7 @@ class Browser:
         from hermes_state import sessions as lib
 
         if self._sources is None:
-            with _reading(self.path):
+            with _reading(self.path), self.store.lock:
                 self._sources = [r["source"] for r in lib.counts_by_source(self.store)]
         return self._sources
 
@@ -395,9 +409,9 @@ class Browser:
 
         path = Path(target).expanduser()
         writer = portability.write_markdown if path.suffix == ".md" else portability.write_jsonl
-        with _reading(self.path):
+        with _reading(self.path), self._own_store() as store:
             checked = portability.check_export_target(path)
-            records = portability.export_all(self.store, session_ids=[session_id])
+            records = portability.export_all(store, session_ids=[session_id])
             counts = portability.export_to_path(records, checked, writer)
         return checked, counts.messages
 

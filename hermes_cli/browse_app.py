@@ -446,7 +446,8 @@ class BrowseScreen(Screen[None]):
 
     def on_resize(self, event: Any) -> None:
         self.set_class(self.size.width < NARROW_COLUMNS, "narrow")
-        self.call_after_refresh(self._preview_of, self.preview_row)
+        # The preview's lines were wrapped at the old width: draw it again at the new one.
+        self.call_after_refresh(lambda: self._preview_of(self.preview_row))
 
     # reading
 
