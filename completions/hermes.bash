@@ -17,7 +17,7 @@ _hermes() {
         esac
         candidate="${cmdpath:+$cmdpath }$word"
         case "$candidate" in
-            "backup" | "restore" | "sessions" | "sessions list" | "sessions search" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete") cmdpath="$candidate" ;;
+            "backup" | "restore" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete") cmdpath="$candidate" ;;
         esac
     done
     case "$prev" in
@@ -39,6 +39,10 @@ _hermes() {
         "sessions search:--role") COMPREPLY=(); return ;;
         "sessions search:--limit") COMPREPLY=(); return ;;
         "sessions search:--sort") COMPREPLY=($(compgen -W "rank newest oldest" -- "$cur")); return ;;
+        "sessions browse:--source") COMPREPLY=(); return ;;
+        "sessions browse:--role") COMPREPLY=(); return ;;
+        "sessions browse:--since") COMPREPLY=(); return ;;
+        "sessions browse:--print") COMPREPLY=($(compgen -W "id resume" -- "$cur")); return ;;
         "sessions export:-o" | "sessions export:--output") COMPREPLY=($(compgen -f -- "$cur")); return ;;
         "sessions export:--format") COMPREPLY=($(compgen -W "jsonl json md" -- "$cur")); return ;;
         "sessions export:--session-id") COMPREPLY=(); return ;;
@@ -57,14 +61,19 @@ _hermes() {
         "") opts="-p --profile --version -h --help"; subs="backup restore sessions db profile" ;;
         "backup") opts="-o --output --keep --all-profiles -h --help -p --profile" ;;
         "restore") opts="--yes -y --force -h --help -p --profile" ;;
-        "sessions") opts="-h --help -p --profile"; subs="list search show export import delete rename prune stats recover" ;;
+        "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
         "sessions list") opts="--source --exclude-source --limit --offset --archived --sort --all-profiles --json -h --help -p --profile" ;;
         "sessions search") opts="--source --exclude-source --role --limit --sort --json -h --help -p --profile" ;;
+        "sessions browse") opts="--source --role --since --print --print-id -h --help -p --profile" ;;
         "sessions show") opts="--all --json -h --help -p --profile" ;;
         "sessions export") opts="-o --output --format --session-id --source --older-than --newer-than -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict -h --help -p --profile" ;;
         "sessions delete") opts="--yes -y -h --help -p --profile" ;;
         "sessions rename") opts="-h --help -p --profile" ;;
+        "sessions pin") opts="-h --help -p --profile" ;;
+        "sessions unpin") opts="-h --help -p --profile" ;;
+        "sessions archive") opts="-h --help -p --profile" ;;
+        "sessions unarchive") opts="-h --help -p --profile" ;;
         "sessions prune") opts="--older-than --source --dry-run --yes -y --force -h --help -p --profile" ;;
         "sessions stats") opts="--all-profiles --json -h --help -p --profile" ;;
         "sessions recover") opts="--to --from --allow-partial --report --json -h --help -p --profile" ;;

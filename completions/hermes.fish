@@ -5,7 +5,7 @@ function __hermes_profiles
     command hermes profile list --names 2>/dev/null
 end
 
-set -g __hermes_known 'backup' 'restore' 'sessions' 'sessions list' 'sessions search' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete'
+set -g __hermes_known 'backup' 'restore' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete'
 
 function __hermes_path
     set -l tokens (commandline -opc)
@@ -56,11 +56,16 @@ complete -c hermes -n '__hermes_at \'restore\'' -l force -d 'Proceed even while 
 complete -c hermes -n '__hermes_at \'restore\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a list -d 'List sessions (read-only): id, title or preview, source, model, size, last active.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a search -d 'Search message text (read-only); matches are highlighted.'
+complete -c hermes -n '__hermes_at \'sessions\'' -a browse -d 'Browse and search sessions full-screen; Enter prints the chosen session id.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a show -d 'Print the transcript of one session (read-only).'
 complete -c hermes -n '__hermes_at \'sessions\'' -a export -d 'Export sessions with every message (read-only, streamed: memory stays flat).'
 complete -c hermes -n '__hermes_at \'sessions\'' -a import -d 'Import an export made by `sessions export` (one transaction per session).'
 complete -c hermes -n '__hermes_at \'sessions\'' -a delete -d 'Delete one session and all its messages.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a rename -d 'Give a session a new (unique) title.'
+complete -c hermes -n '__hermes_at \'sessions\'' -a pin -d 'Pin sessions: prune never deletes a pinned session.'
+complete -c hermes -n '__hermes_at \'sessions\'' -a unpin -d 'Unpin sessions.'
+complete -c hermes -n '__hermes_at \'sessions\'' -a archive -d 'Archive sessions: hidden from listings (list --archived shows them), nothing deleted.'
+complete -c hermes -n '__hermes_at \'sessions\'' -a unarchive -d 'Unarchive sessions.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a prune -d 'Delete old ended sessions (never pinned ones), then give the space back.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a stats -d 'Show counts by source, tokens and cost by model, top sessions and file sizes (read-only).'
 complete -c hermes -n '__hermes_at \'sessions\'' -a recover -d 'Copy everything readable from a store into a new file; the source is never written.'
@@ -82,6 +87,13 @@ complete -c hermes -n '__hermes_at \'sessions search\'' -l limit -x -d 'Show at 
 complete -c hermes -n '__hermes_at \'sessions search\'' -l sort -x -a 'rank newest oldest' -d 'Best match first, or newest, or oldest.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l json -d 'Print JSON with stable keys (see hermes(1)) and nothing else on stdout.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -F
+complete -c hermes -n '__hermes_at \'sessions browse\'' -l source -x -d 'Only sessions from source S (repeatable).'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -l role -x -d 'Only role R: user, assistant, tool (repeatable).'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -l since -x -d 'Only messages (and sessions active) within AGE. AGE: 90 (days), 90d, 12h, 30m, 2w, or an ISO date.'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -l print -x -a 'id resume' -d 'On Enter, print the session id, or the `hermes --resume ID` line.'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -l print-id -d 'Same as --print id (for $(...) in scripts).'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'sessions show\'' -F
 complete -c hermes -n '__hermes_at \'sessions show\'' -l all -d 'Also show rewound/superseded (inactive) messages.'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l json -d 'Print JSON with stable keys (see hermes(1)) and nothing else on stdout.'
@@ -101,6 +113,14 @@ complete -c hermes -n '__hermes_at \'sessions delete\'' -l yes -s y -d 'Do not a
 complete -c hermes -n '__hermes_at \'sessions delete\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'sessions rename\'' -F
 complete -c hermes -n '__hermes_at \'sessions rename\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_at \'sessions pin\'' -F
+complete -c hermes -n '__hermes_at \'sessions pin\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_at \'sessions unpin\'' -F
+complete -c hermes -n '__hermes_at \'sessions unpin\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_at \'sessions archive\'' -F
+complete -c hermes -n '__hermes_at \'sessions archive\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_at \'sessions unarchive\'' -F
+complete -c hermes -n '__hermes_at \'sessions unarchive\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'sessions prune\'' -l older-than -x -d 'Delete ended sessions last active before AGE ago. AGE: 90 (days), 90d, 12h, 30m, 2w, or an ISO date.'
 complete -c hermes -n '__hermes_at \'sessions prune\'' -l source -x -d 'Only sessions from source S.'
 complete -c hermes -n '__hermes_at \'sessions prune\'' -l dry-run -d 'Show what would be deleted; delete nothing.'

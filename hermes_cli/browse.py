@@ -507,15 +507,17 @@ def row_lines(row: Row, width: int, *, now: float | None = None) -> tuple[Text, 
     now = time.time() if now is None else now
     s = row.session
     when_ts = row.hit["timestamp"] if row.hit else s.get("last_active")
+    # Title first and the id last: at narrow widths the id is what gets cut (the preview's
+    # header always shows it).
     first = Text()
     first.append(f"{render.relative_time(when_ts, now=now):>10}  ", style="dim")
-    first.append(flat(s.get("source") or (row.hit or {}).get("source") or "?"), style="cyan")
-    first.append("  ")
-    first.append(flat(row.session_id), style="bold")
-    first.append("  ")
-    first.append(session_label(s))
+    first.append(session_label(s), style="bold")
     for tag, style in _tags(s):
         first.append(tag, style=style)
+    first.append("  ")
+    first.append(flat(s.get("source") or (row.hit or {}).get("source") or "?"), style="cyan")
+    first.append("  ")
+    first.append(flat(row.session_id), style="dim")
     second = Text("    ")
     if row.hit:
         hit = row.hit
@@ -645,9 +647,9 @@ def session_header(session: dict[str, Any]) -> Text:
         out.append(tag, style=style)
     facts = [
         flat(session.get("source") or "?"),
-        flat(session.get("model") or "—"),
         f"{session.get('message_count') or 0} messages",
         f"started {render.local_time(session.get('started_at'))}",
+        flat(session.get("model") or "—"),
     ]
     out.append("\n" + " · ".join(facts), style="dim")
     return out

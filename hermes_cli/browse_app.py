@@ -433,7 +433,16 @@ class BrowseScreen(Screen[None]):
         yield Static(id="filters")
         with Horizontal(id="panes"):
             yield HitList(id="list")
-            yield RichLog(id="preview", wrap=True, markup=False, highlight=False, min_width=1)
+            with Vertical(id="side"):
+                yield Static(id="preview-head")
+                yield RichLog(
+                    id="preview",
+                    wrap=True,
+                    markup=False,
+                    highlight=False,
+                    min_width=1,
+                    auto_scroll=False,
+                )
         yield Static(Text("loading…"), id="status")
         yield Static(_keys_line(self.BINDINGS), classes="keys")
 
@@ -557,10 +566,10 @@ class BrowseScreen(Screen[None]):
         self.preview_messages = []
         self.preview_texts = []
         self.preview_hit = None
+        head = browse.session_header(row.session) if row is not None else Text("")
+        self.query_one("#preview-head", Static).update(head, layout=False)
         if row is None:
             return
-        pane.write(browse.session_header(row.session))
-        pane.write(Text(""))
         if isinstance(found, BrowseError):
             pane.write(Text("Error: " + render.visible(str(found), newlines=False)))
             return
@@ -869,13 +878,16 @@ class BrowseApp(App[str | None]):
     #filters { height: auto; padding: 0 1; }
     #panes { height: 1fr; }
     #list { width: 1fr; height: 1fr; border: none; padding: 0; scrollbar-size-vertical: 1; }
+    #side { width: 1fr; height: 1fr; border-left: solid $primary-darken-2; }
+    #preview-head {
+        height: 2; padding: 0 1; background: $panel; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     #preview {
-        width: 1fr; height: 1fr; border-left: solid $primary-darken-2; padding: 0 0 0 1;
-        scrollbar-size-vertical: 1; background: $surface;
+        height: 1fr; padding: 0 0 0 1; scrollbar-size-vertical: 1; background: $surface;
     }
     .narrow #panes { layout: vertical; }
     .narrow #list { width: 1fr; height: 1fr; }
-    .narrow #preview {
+    .narrow #side {
         width: 1fr; height: 1fr; border-left: none; border-top: solid $primary-darken-2;
     }
     #status { height: 1; padding: 0 1; background: $panel; }

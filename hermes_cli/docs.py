@@ -65,6 +65,7 @@ class CommandDoc:
 
     path: tuple[str, ...]
     help: str
+    epilog: str = ""
     options: list[OptionDoc] = field(default_factory=list)
     arguments: list[ArgumentDoc] = field(default_factory=list)
     children: list[CommandDoc] = field(default_factory=list)
@@ -125,7 +126,9 @@ def _argument(param: Any) -> ArgumentDoc:
 
 def walk(command: Any, path: tuple[str, ...] = ()) -> CommandDoc:
     """Describe a click command and everything below it (hidden commands/options left out)."""
-    doc = CommandDoc(path=path, help=(command.help or "").strip())
+    doc = CommandDoc(
+        path=path, help=(command.help or "").strip(), epilog=(command.epilog or "").strip()
+    )
     for param in command.params:
         if getattr(param, "hidden", False):
             continue
@@ -442,6 +445,18 @@ def _roff_flags(o: OptionDoc) -> str:
     return flags
 
 
+def _roff_epilog(text: str) -> list[str]:
+    """Render an epilog: plain paragraphs, and click's \\b blocks kept line by line."""
+    out: list[str] = []
+    for para in text.split("\n\n"):
+        lines = para.split("\n")
+        if lines[0].strip() == "\b":
+            out += [".PP", ".nf", *(roff_text(ln.strip()) for ln in lines[1:]), ".fi"]
+        elif para.strip():
+            out += [".PP", roff_text(" ".join(para.split()))]
+    return out
+
+
 def _usage(c: CommandDoc) -> str:
     parts = [f"\\fB{roff_text(' '.join((PROG, *c.path)))}\\fR"]
     if c.options:
@@ -583,6 +598,8 @@ def man(root: CommandDoc) -> str:
             out += [".SS Global options"]
         else:
             out += [f".SS {_usage(c)}", roff_text(c.help)]
+            if c.epilog:
+                out += _roff_epilog(c.epilog)
         for a in c.arguments:
             out += [".TP", f"\\fI{roff_text(a.metavar)}\\fR", roff_text(a.help or "")]
         for o in c.options:
@@ -610,6 +627,7 @@ def man(root: CommandDoc) -> str:
         ".SH EXAMPLES",
         ".nf",
         roff_text('hermes -p coder sessions search "chat-send"'),
+        roff_text('hermes --resume "$(hermes sessions browse --print-id docker)"'),
         roff_text("hermes sessions list --source telegram --sort active --limit 5"),
         roff_text("hermes sessions export --older-than 90d -o old.jsonl"),
         roff_text("hermes sessions prune --older-than 90d --dry-run"),

@@ -262,7 +262,7 @@ def browse(
     query: Annotated[
         str,
         typer.Argument(
-            metavar="[QUERY]", help='Start with this search: words, "a phrase", prefix*, CJK.'
+            metavar="QUERY", help='Start with this search: words, "a phrase", prefix*, CJK.'
         ),
     ] = "",
     source: Sources = None,
