@@ -1048,9 +1048,7 @@ def search_messages(
     with store.lock:
         conn = store.conn
         found = _find(conn, parsed, _indexes(conn), filters, sort, need)
-        hits = _hits(
-            store, found, parsed, filters, found.ids[offset:need], with_context=context
-        )
+        hits = _hits(store, found, parsed, filters, found.ids[offset:need], with_context=context)
     return SearchResult(hits, ordering=found.ordering, route=found.route, partial=found.partial)
 
 
