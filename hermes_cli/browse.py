@@ -15,6 +15,7 @@ import re
 import shlex
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -185,20 +186,39 @@ class Browser:
         self.store = store
         self.path: Path = store.path
         self._count_store: Store | None = None
+        self._count_lock = threading.Lock()
         self._sources: list[str] | None = None
+        self._closed = False
 
     def close(self) -> None:
-        """Close the count connection (the main store belongs to the caller)."""
-        if self._count_store is not None:
-            self._count_store.close()
-            self._count_store = None
+        """Stop reading: wait for a read in flight, stop a count, close the count connection.
+
+        Worker threads may still be reading when the screen closes; a connection closed under a
+        running statement would crash the process, so every read checks `_closed` under the
+        lock it holds while it runs. The main store belongs to the caller.
+        """
+        self._closed = True  # a running count stops at its next progress check
+        with self._count_lock:
+            if self._count_store is not None:
+                self._count_store.close()
+                self._count_store = None
+        with self.store.lock:
+            pass  # a short read in flight has finished; later ones see _closed
+
+    @contextlib.contextmanager
+    def _shared(self) -> Iterator[Store]:
+        """Hold the shared connection for one short read (refused once closed)."""
+        with self.store.lock:
+            if self._closed:
+                raise BrowseError("the browser has closed")
+            yield self.store
 
     # reads
 
     def load(self, request: Request) -> Results:
         """Run a request; a damaged or busy store raises its typed error (before the screen)."""
         started = time.perf_counter()
-        with self.store.lock:
+        with self._shared():
             if request.searching and request.view == "hits":
                 results = self._hits(request)
             elif request.searching:
@@ -301,14 +321,16 @@ class Browser:
         from hermes_state.connection import open_store
 
         try:
-            with _reading(self.path):
+            with _reading(self.path), self._count_lock:
+                if self._closed:
+                    return None
                 if self._count_store is None:
                     self._count_store = open_store(self.path, read_only=True)
                 return search.count_matches(
                     self._count_store,
                     request.query,
                     budget_s=COUNT_BUDGET_S,
-                    should_stop=should_stop,
+                    should_stop=lambda: self._closed or should_stop(),
                     **request.filters.search_options(),
                 )
         except BrowseError:
@@ -319,7 +341,7 @@ class Browser:
         from hermes_state import messages
 
         around = row.hit["id"] if row.hit else None
-        with _reading(self.path), self.store.lock:
+        with _reading(self.path), self._shared():
             return messages.message_window(
                 self.store,
                 row.session_id,
@@ -332,7 +354,7 @@ class Browser:
         """Return one session's row (None once it is gone)."""
         from hermes_state import sessions as lib
 
-        with _reading(self.path), self.store.lock:
+        with _reading(self.path), self._shared():
             return lib.get_session(self.store, session_id)
 
     def transcript(self, session_id: str) -> Iterator[dict[str, Any]]:
@@ -357,7 +379,7 @@ class Browser:
         from hermes_state import sessions as lib
 
         if self._sources is None:
-            with _reading(self.path), self.store.lock:
+            with _reading(self.path), self._shared():
                 self._sources = [r["source"] for r in lib.counts_by_source(self.store)]
         return self._sources
 
@@ -677,7 +699,7 @@ def filters_text(filters: Filters, view: str) -> Text:
 def count_text(count: MatchCount | None, counting: bool) -> str:
     """Say how many matches there are: '412,331 matches', 'over 10,000', or still counting."""
     if count is None or count.count is None:
-        return "counting matches…" if counting else "matches not counted (too many to count)"
+        return "counting matches…" if counting else "too many matches to count quickly"
     n = count.count
     noun = "match" if n == 1 else "matches"
     return f"{n:,} {noun}" if count.complete else f"at least {n:,} {noun}"
@@ -712,8 +734,13 @@ def status_text(
             order = f"ranked among the newest {RANK_CANDIDATES:,} of {matches}"
         else:
             order = f"{ORDERING_TEXT.get(results.ordering, results.ordering)} · {matches}"
-        noun = "sessions" if req.view == "sessions" else "hits"
-        out.append(f"{route} · {order} · {shown:,} {noun} shown")
+        if req.view == "sessions":
+            order = ORDERING_TEXT.get(results.ordering, results.ordering)
+            if results.ordering == "rank_recent":
+                order = f"ranked among the newest {RANK_CANDIDATES:,} matches"
+            out.append(f"{route} · {order} · {shown:,} sessions in the first {GROUPED_HITS:,} hits")
+        else:
+            out.append(f"{route} · {order} · {shown:,} hits shown")
         if results.partial:
             out.append(" · stopped early: some older messages were not examined", style="bold")
     else:

@@ -746,6 +746,7 @@ class BrowseScreen(Screen[None]):
             notice = success(outcome)
             self.notices.append(notice)
             self.notify(notice)
+            self._marker = self.browser.changed_marker()  # our own write is no news
             self._request(keep=row.session_id)
 
         self._edit.submit(attempt, done)

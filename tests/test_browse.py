@@ -200,6 +200,33 @@ def test_archived_sessions_are_hidden_until_the_scope_filter_includes_them(
     drive(body)
 
 
+def test_refresh_shows_messages_a_running_gateway_wrote_meanwhile(store_path: Path) -> None:
+    async def body() -> None:
+        async with browsing(store_path, "kettle") as (_app, pilot, screen):
+            assert len(screen.rows) == 5
+            with open_store(store_path) as writer:  # the gateway, in another connection
+                messages.append_message(writer, "s-tg", "user", "a new kettle arrived")
+            await pilot.press("f5")
+            await until(pilot, lambda: len(screen.rows) == 6)
+            assert any("arrived" in r.hit["snippet"] for r in screen.rows)
+
+    drive(body)
+
+
+@pytest.mark.parametrize(("width", "narrow"), [(60, True), (200, False)])
+def test_layout_fits_narrow_and_wide_terminals(store_path: Path, width: int, narrow: bool) -> None:
+    async def body() -> None:
+        async with browsing(store_path, "kettle", size=(width, 24)) as (_app, pilot, screen):
+            await until(pilot, lambda: bool(screen.preview_texts))
+            assert screen.has_class("narrow") is narrow
+            listing = screen.query_one("#list")
+            assert listing.size.width == (width if narrow else width // 2)
+            for line in listing.drawn(0).splitlines():
+                assert len(line) <= listing.size.width
+
+    drive(body)
+
+
 def test_tab_shows_one_row_per_session(store_path: Path) -> None:
     async def body() -> None:
         async with browsing(store_path, "kettle") as (_app, pilot, screen):
@@ -351,6 +378,12 @@ def test_export_writes_the_session_to_a_new_file(store_path: Path, tmp_path: Pat
     async def body() -> None:
         async with browsing(store_path) as (app, pilot, screen):
             await highlight(pilot, screen, lambda r: r.session_id == "s-tg")
+            await pilot.press("f4")
+            await until(pilot, lambda: isinstance(app.screen, AskScreen))
+            app.screen.query_one("#answer").value = str(target)
+            await pilot.press("escape")  # cancelled: nothing written
+            await until(pilot, lambda: app.screen is screen)
+            assert not target.exists()
             await pilot.press("f4")
             await until(pilot, lambda: isinstance(app.screen, AskScreen))
             app.screen.query_one("#answer").value = str(target)
