@@ -691,7 +691,7 @@ class BrowseScreen(Screen[None]):
         try:
             return self.browser.sources()
         except BrowseError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(render.visible(str(exc), newlines=False), severity="error", markup=False)
             return []
 
     def action_refresh(self) -> None:
@@ -740,12 +740,12 @@ class BrowseScreen(Screen[None]):
             if isinstance(outcome, BrowseError):
                 notice = "Error: " + render.visible(str(outcome), newlines=False)
                 self.notices.append(notice)
-                self.notify(notice, severity="error", timeout=8)
+                self.notify(notice, severity="error", timeout=8, markup=False)
                 self._draw_status()
                 return
             notice = success(outcome)
             self.notices.append(notice)
-            self.notify(notice)
+            self.notify(notice, markup=False)  # stored titles are data, not markup
             self._marker = self.browser.changed_marker()  # our own write is no news
             self._request(keep=row.session_id)
 

@@ -453,6 +453,17 @@ def test_hostile_title_and_content_are_shown_escaped_never_as_codes_or_markup(
             assert "\\x1b[31mred[/] [bold]loud[/bold]" in head
             svg = app.export_screenshot()
             assert "\x1b" not in svg and "\x9b" not in svg and "\u202e" not in svg
+            # A title with markup in it is shown as text (list, notice), never as markup.
+            await pilot.press("f2")
+            await until(pilot, lambda: isinstance(app.screen, AskScreen))
+            app.screen.query_one("#answer").value = "[bold]loud[/bold] kettle"
+            await pilot.press("enter")
+            await until(pilot, lambda: bool(screen.notices))
+            assert screen.notices == ["Renamed to: [bold]loud[/bold] kettle"]
+            renamed = "[bold]loud[/bold] kettle"
+            await until(pilot, lambda: renamed in {r.session.get("title") for r in screen.rows})
+            index = next(i for i, r in enumerate(screen.rows) if r.session_id == "s-tg")
+            assert renamed in screen.query_one("#list").drawn(index)
 
     drive(body)
 
