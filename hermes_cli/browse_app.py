@@ -109,7 +109,7 @@ class HitList(ScrollView, can_focus=False):
 
     def set_rows(self, rows: list[Row], cursor: int = 0) -> None:
         """Show these rows, with the cursor on one of them."""
-        self.rows = rows
+        self.rows = list(rows)
         self._strips.clear()
         self._now = time.time()
         self.cursor = None
@@ -528,8 +528,11 @@ class BrowseScreen(Screen[None]):
             self.rows.extend(page.rows)
             self.results.rows = self.rows
             self.results.more = page.more
-            self.query_one("#list", HitList).add_rows(page.rows)
+            listing = self.query_one("#list", HitList)
+            listing.add_rows(page.rows)
             self._draw_status()
+            if (listing.cursor or 0) >= len(self.rows) - LOAD_MORE_MARGIN:
+                self._more_rows()  # the cursor is still near the end: keep going
 
         self._more.submit(lambda: self.browser.fetch(request), done)
 

@@ -227,6 +227,23 @@ def test_layout_fits_narrow_and_wide_terminals(store_path: Path, width: int, nar
     drive(body)
 
 
+def test_moving_down_the_list_fetches_the_next_page(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(browse, "HITS_PAGE", 2)
+
+    async def body() -> None:
+        async with browsing(store_path, "kettle") as (_app, pilot, screen):
+            assert len(screen.rows) == 2
+            for _ in range(4):
+                await pilot.press("down")
+            await until(pilot, lambda: len(screen.rows) == 5 and not screen.results.more)
+            assert len({r.hit["id"] for r in screen.rows}) == 5
+            assert screen.query_one("#list").rows == screen.rows
+
+    drive(body)
+
+
 def test_tab_shows_one_row_per_session(store_path: Path) -> None:
     async def body() -> None:
         async with browsing(store_path, "kettle") as (_app, pilot, screen):
@@ -569,7 +586,7 @@ def test_real_command_in_tmux_searches_as_you_type_and_prints_the_chosen_id(
         assert any(
             "chat-send" in left and "chat-send rate limits" in right
             for left, _, right in (ln.partition("│") for ln in text.splitlines())
-        )
+        ), text
         screen.keys("Enter")
         wait_for(lambda: out.read_text() if out.exists() else "", "EXIT=")
     chosen, code = out.read_text().splitlines()

@@ -489,3 +489,10 @@ def test_hits_without_context_skip_the_neighbours(store: Store) -> None:
     add(store, "needle here")
     (hit,) = search_messages(store, "needle", context=False)
     assert hit["context"] == [] and ">>>needle<<<" in hit["snippet"]
+
+
+def test_offset_pages_through_equally_ranked_hits_without_repeats(store: Store) -> None:
+    found = {add(store, "kettle") for _ in range(7)}  # every hit scores the same
+    pages = [ids(search_messages(store, "kettle", limit=2, offset=o)) for o in (0, 2, 4, 6)]
+    seen = [i for page in pages for i in page]
+    assert sorted(seen) == sorted(found)
