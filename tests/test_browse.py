@@ -18,12 +18,9 @@ from clitools import REPO_ROOT, load_sample, run
 
 from hermes_cli import browse
 from hermes_cli.browse import Browser, Filters, Request
+from hermes_cli.browse_app import AskScreen, BrowseApp, ConfirmScreen, TranscriptScreen
 from hermes_state import messages, search, sessions
 from hermes_state.connection import open_store
-
-pytest.importorskip("textual")
-
-from hermes_cli.browse_app import AskScreen, BrowseApp, ConfirmScreen, TranscriptScreen
 
 NOW = time.time()
 HOUR = 3600.0
