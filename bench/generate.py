@@ -45,10 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # a script run from a checkout, package not installed
     sys.path.insert(0, str(REPO_ROOT))
 
-from hermes_state import (
-    messages as hmessages,
-    sessions as hsessions,
-)
+from hermes_state import messages as hmessages, sessions as hsessions  # noqa: E402
 from hermes_state.connection import Store, open_store  # noqa: E402
 
 GENERATOR_VERSION = 1

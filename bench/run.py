@@ -818,6 +818,38 @@ def op_startup_version(ctx: Context) -> Row:
     return _startup_row(ctx, "hermes --version", "--version", None)
 
 
+def op_browse_keystroke(ctx: Context) -> Row:
+    """`sessions browse`: keystroke to results, typed through Textual's pilot (no raw baseline)."""
+    need("hermes_cli.browse_app", "BrowseApp")
+    import browse as bench_browse
+
+    found = bench_browse.keystrokes(ctx.db)
+    samples = found["samples_ms"]
+    median = statistics.median(samples)
+    row = Row("sessions browse keystroke", "ms", round(median, 3))
+    row.target = "≤ 50 ms median"
+    row.passed = median <= 50
+    row.measured = f"{median:.1f} ms median"
+    row.note = (
+        f"{len(samples)} keystrokes of {len(found['per_query_ms'])} queries via the pilot, "
+        f"p90 {statistics.quantiles(samples, n=10)[-1]:.0f} ms, max {max(samples):.0f} ms"
+    )
+    row.details = found
+    return row
+
+
+def op_browse_startup(ctx: Context) -> Row:
+    """`hermes sessions browse` on a pseudo-terminal: process start to first results shown."""
+    need("hermes_cli.browse_app", "BrowseApp")
+    import browse as bench_browse
+
+    ours = bench_browse.startup(ctx.home, max(5, ctx.repeat), ctx.python)
+    raw = timed_process([ctx.python, "-c", "pass"], ctx.env(), max(5, ctx.repeat))
+    row = ms_row("hermes sessions browse start", ours, raw, Target("≤ 600 ms", lambda v: v <= 600))
+    row.note = f"median of {len(ours)} on a 120x40 pty; raw = python -c pass"
+    return row
+
+
 def op_store_size(ctx: Context) -> Row:
     """File size of the store with all its indexes vs the bytes of message text it holds."""
     db = ctx.db
@@ -877,6 +909,8 @@ OPERATIONS: dict[str, Callable[[Context], Row]] = {
     "prune-optimize": op_prune_optimize,
     "startup-help": op_startup_help,
     "startup-version": op_startup_version,
+    "browse-keystroke": op_browse_keystroke,
+    "browse-startup": op_browse_startup,
     "store-size": op_store_size,
 }
 

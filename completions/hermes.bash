@@ -25,12 +25,12 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --color | --exclude-source | --format | --from | --keep | --limit | --newer-than | --offset | --older-than | --on-conflict | --output | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | -o) skip=1; continue ;;
+            --color | --exclude-source | --format | --from | --keep | --limit | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
         case "$candidate" in
-            "backup" | "restore" | "sessions" | "sessions list" | "sessions search" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete") cmdpath="$candidate" ;;
+            "backup" | "restore" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete") cmdpath="$candidate" ;;
             *) npos=$((npos + 1)) ;;
         esac
     done
@@ -60,6 +60,10 @@ _hermes() {
         "sessions search:--sort") COMPREPLY=($(compgen -W "rank newest oldest" -- "$cur")); return ;;
         "sessions search:--format") COMPREPLY=($(compgen -W "table json jsonl csv tsv" -- "$cur")); return ;;
         "sessions search:--color") COMPREPLY=($(compgen -W "auto always never" -- "$cur")); return ;;
+        "sessions browse:--source") _hermes_reply sources "$cur"; return ;;
+        "sessions browse:--role") _hermes_reply roles "$cur"; return ;;
+        "sessions browse:--since") COMPREPLY=(); return ;;
+        "sessions browse:--print") COMPREPLY=($(compgen -W "id resume" -- "$cur")); return ;;
         "sessions show:--tail") COMPREPLY=(); return ;;
         "sessions show:--role") _hermes_reply roles "$cur"; return ;;
         "sessions show:--format") COMPREPLY=($(compgen -W "table json jsonl csv tsv" -- "$cur")); return ;;
@@ -97,14 +101,19 @@ _hermes() {
         "") opts="-p --profile --version -h --help"; subs="backup restore sessions db profile" ;;
         "backup") opts="-o --output --keep --all-profiles -h --help -p --profile" ;;
         "restore") opts="--yes -y --force -h --help -p --profile" ;;
-        "sessions") opts="-h --help -p --profile"; subs="list search show export import delete rename prune stats recover" ;;
+        "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
         "sessions list") opts="--source --exclude-source --since --until --limit --offset --archived --sort --all-profiles --format --json --color --no-pager -h --help -p --profile" ;;
         "sessions search") opts="--source --exclude-source --role --since --until --limit --sort --format --json --color --no-pager -h --help -p --profile" ;;
+        "sessions browse") opts="--source --role --since --print --print-id -h --help -p --profile" ;;
         "sessions show") opts="--all --tail --role --reasoning --format --json --color --no-pager -h --help -p --profile"; kind="ids" ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict -h --help -p --profile" ;;
         "sessions delete") opts="--yes -y -h --help -p --profile"; kind="ids" ;;
         "sessions rename") opts="-h --help -p --profile"; kind="ids" ;;
+        "sessions pin") opts="-h --help -p --profile" ;;
+        "sessions unpin") opts="-h --help -p --profile" ;;
+        "sessions archive") opts="-h --help -p --profile" ;;
+        "sessions unarchive") opts="-h --help -p --profile" ;;
         "sessions prune") opts="--older-than --until --since --source --exclude-source --dry-run --yes -y --force -h --help -p --profile" ;;
         "sessions stats") opts="--all-profiles --format --json --color --no-pager -h --help -p --profile" ;;
         "sessions recover") opts="--to --from --allow-partial --report --json -h --help -p --profile" ;;

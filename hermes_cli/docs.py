@@ -69,6 +69,7 @@ class CommandDoc:
     path: tuple[str, ...]
     help: str
     examples: list[str] = field(default_factory=list)
+    epilog: str = ""  # an epilog that is not an Examples block (e.g. the keys of browse)
     options: list[OptionDoc] = field(default_factory=list)
     arguments: list[ArgumentDoc] = field(default_factory=list)
     children: list[CommandDoc] = field(default_factory=list)
@@ -127,12 +128,18 @@ def _argument(param: Any) -> ArgumentDoc:
     )
 
 
+def _plain_epilog(epilog: str | None) -> str:
+    """Return an epilog that is not a generated Examples block (those become `examples`)."""
+    return (epilog or "").split("Examples:", 1)[0].strip()
+
+
 def walk(command: Any, path: tuple[str, ...] = ()) -> CommandDoc:
     """Describe a click command and everything below it (hidden commands/options left out)."""
     doc = CommandDoc(
         path=path,
         help=(command.help or "").strip(),
         examples=examples_of(getattr(command, "epilog", None)),
+        epilog=_plain_epilog(getattr(command, "epilog", None)),
     )
     for param in command.params:
         if getattr(param, "hidden", False):
@@ -566,6 +573,18 @@ def _roff_flags(o: OptionDoc) -> str:
     return flags
 
 
+def _roff_epilog(text: str) -> list[str]:
+    """Render an epilog: plain paragraphs, and click's \\b blocks kept line by line."""
+    out: list[str] = []
+    for para in text.split("\n\n"):
+        lines = para.split("\n")
+        if lines[0].strip() == "\b":
+            out += [".PP", ".nf", *(roff_text(ln.strip()) for ln in lines[1:]), ".fi"]
+        elif para.strip():
+            out += [".PP", roff_text(" ".join(para.split()))]
+    return out
+
+
 def _usage(c: CommandDoc) -> str:
     parts = [f"\\fB{roff_text(' '.join((PROG, *c.path)))}\\fR"]
     if c.options:
@@ -791,6 +810,8 @@ def man(root: CommandDoc) -> str:
             out += [".SS Global options"]
         else:
             out += [f".SS {_usage(c)}", _paragraphs(c.help)]
+            if c.epilog:
+                out += _roff_epilog(c.epilog)
         for a in c.arguments:
             out += [".TP", f"\\fI{roff_text(a.metavar)}\\fR", roff_text(a.help or "")]
         for o in c.options:
@@ -826,6 +847,7 @@ def man(root: CommandDoc) -> str:
         roff_text("hermes sessions show 20261118 --tail 20 --role assistant"),
         roff_text("hermes sessions list --format jsonl | jq -r .id"),
         roff_text("hermes sessions export --until 90d -o old.jsonl"),
+        roff_text('hermes --resume "$(hermes sessions browse --print-id docker)"'),
         roff_text("hermes sessions prune --older-than 90d --dry-run"),
         roff_text("hermes sessions recover --to /tmp/recovered.db"),
         roff_text("hermes db lockowners --json"),

@@ -141,11 +141,18 @@ def examples_epilog(examples: Sequence[str]) -> str:
 
 def examples_of(epilog: str | None) -> list[str]:
     """Return the example lines of an epilog made by examples_epilog (for the man page)."""
-    if not epilog or "\b" not in epilog:
+    if not epilog or "Examples:" not in epilog:
         return []
-    return [line.strip() for line in epilog.split("\b", 1)[1].splitlines() if line.strip()]
+    block = epilog.split("Examples:", 1)[1]
+    if "\b" not in block:
+        return []
+    return [line.strip() for line in block.split("\b", 1)[1].splitlines() if line.strip()]
 
 
-def command(app: typer.Typer, name: str, *, examples: Sequence[str]) -> Callable[..., Any]:
-    """Register a command on app with readable usage and an Examples section in its help."""
-    return app.command(name, cls=HermesCommand, epilog=examples_epilog(examples))
+def command(
+    app: typer.Typer, name: str, *, examples: Sequence[str], keys: str = ""
+) -> Callable[..., Any]:
+    """Register a command on app with readable usage and an Examples section in its help
+    (after ``keys``, a block of its own such as the keys of a full-screen command)."""
+    epilog = examples_epilog(examples)
+    return app.command(name, cls=HermesCommand, epilog=f"{keys}\n{epilog}" if keys else epilog)

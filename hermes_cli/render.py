@@ -76,6 +76,15 @@ def _finite(ts: Any) -> bool:
     return isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts)
 
 
+def visible(text: str | None, *, newlines: bool = True) -> str:
+    """Return stored text with every character that could act on a terminal shown escaped
+    (the one rule of :mod:`hermes_cli.sanitize`); newlines stay unless newlines=False."""
+    if newlines:
+        return sanitize.multiline(text)
+    raw = "" if text is None else str(text)
+    return sanitize.multiline(raw).replace("\n", "\\n")
+
+
 def relative_time(ts: float | None, *, now: float | None = None) -> str:
     """Say how long ago ts was: `just now`, `5m ago`, `3h ago`, `yesterday`, `4d ago`, a date."""
     if not _finite(ts):

@@ -1,4 +1,5 @@
-"""`hermes sessions …`: list, search, show, export, import, prune, delete, rename, stats, recover.
+"""`hermes sessions …`: list, search, browse, show, export, import, prune, delete, rename, pin,
+archive, stats, recover.
 
 Each command parses its flags, calls one library operation and hands the result to render (for
 people) or to output (json, jsonl, csv, tsv: the vocabulary of hermes_cli.records).
@@ -57,6 +58,13 @@ class SearchSort(StrEnum):
     rank = "rank"
     newest = "newest"
     oldest = "oldest"
+
+
+class PrintWhat(StrEnum):
+    """What `sessions browse` prints for the chosen session."""
+
+    id = "id"
+    resume = "resume"
 
 
 class ExportFormat(StrEnum):
@@ -273,6 +281,84 @@ def _titles(store: Any, session_ids: set[str]) -> dict[str, str | None]:
         except SessionNotFoundError:
             titles[sid] = None
     return titles
+
+
+# --- browse ---------------------------------------------------------------------------------
+
+BROWSE_KEYS = """Keys:
+
+\b
+  typing          search as you type (empty: the session list)
+  Up/Down, PgUp/PgDn, ^P/^N   move
+  Enter           choose: leave and print the session id
+  Esc             clear the query; with an empty query, leave
+  Tab             one row per hit / one row per session
+  ^S ^R ^T        cycle the source, role and time filters
+  ^G              not archived / all / archived only / pinned only
+  F3 or ^O        open the whole transcript
+  F6              expand tool calls and reasoning
+  F2 rename  F4 export  F7 pin/unpin  F8 delete  F9 archive/unarchive
+  F5 or ^L        refresh (new messages of a running gateway)
+  ^Q or ^C        quit without choosing
+"""
+
+
+@command(
+    app,
+    "browse",
+    keys=BROWSE_KEYS,
+    examples=[
+        "hermes sessions browse",
+        "hermes sessions browse docker --source cli",
+        'hermes --resume "$(hermes sessions browse --print-id)"',
+    ],
+)
+def browse(
+    query: Annotated[
+        str,
+        typer.Argument(
+            metavar="QUERY", help='Start with this search: words, "a phrase", prefix*, CJK.'
+        ),
+    ] = "",
+    source: Sources = None,
+    role: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--role", metavar="R", help="Only role R: user, assistant, tool (repeatable)."
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="AGE",
+            callback=validate_age,
+            help=f"Only messages (and sessions active) within AGE. {AGE_HELP}",
+        ),
+    ] = None,
+    print_what: Annotated[
+        PrintWhat,
+        typer.Option(
+            "--print",
+            help="On Enter, print the session id, or the `hermes --resume ID` line.",
+        ),
+    ] = PrintWhat.id,
+    print_id: Annotated[
+        bool, typer.Option("--print-id", help="Same as --print id (for $(...) in scripts).")
+    ] = False,
+) -> None:
+    """Browse and search sessions full-screen; Enter prints the chosen session id.
+
+    Read-only unless you act on a session (each action is confirmed first). Quitting without
+    choosing prints nothing and exits 1.
+    """
+    from hermes_cli import browse as tui
+
+    what = PrintWhat.id if print_id else print_what
+    chosen = tui.run(query=query, sources=source or (), roles=role or (), since=since)
+    if chosen is None:
+        raise typer.Exit(1)
+    render.echo(tui.chosen_line(chosen, what.value))
 
 
 # --- show -----------------------------------------------------------------------------------
@@ -604,6 +690,62 @@ def rename(
         render.echo(f"Session '{sid}' title cleared.")
     else:
         render.echo(f"Session '{sid}' renamed to: {stored}")
+
+
+SessionRefs = Annotated[
+    list[str], typer.Argument(metavar="ID...", help="Session ids, unique id prefixes or titles.")
+]
+
+
+def _set_flag(refs: list[str], flag: str, value: bool) -> None:
+    """Set pinned/archived on every named session; an unknown one fails before any change."""
+    from hermes_cli import stores
+    from hermes_state import sessions as lib
+    from hermes_state.errors import SessionNotFoundError
+
+    setter = lib.set_session_pinned if flag == "pinned" else lib.set_session_archived
+    done = {
+        ("pinned", True): "Pinned",
+        ("pinned", False): "Unpinned",
+        ("archived", True): "Archived",
+        ("archived", False): "Unarchived",
+    }[(flag, value)]
+    with stores.write_store() as store:
+        rows = [lib.require_session(store, lib.find_session(store, ref)) for ref in refs]
+        for row in dict((r["id"], r) for r in rows).values():
+            sid = row["id"]
+            label = f" ({render.visible(row['title'], newlines=False)})" if row.get("title") else ""
+            shown = render.visible(sid, newlines=False)
+            if bool(row.get(flag)) == value:
+                render.echo(f"Session '{shown}'{label} is already {done.lower()}.")
+                continue
+            if not setter(store, sid, value):
+                raise SessionNotFoundError(f"No session with id {sid}")
+            render.echo(f"{done} session '{shown}'{label}.")
+
+
+@command(app, "pin", examples=["hermes sessions pin 20261118_091502_a1c9e2"])
+def pin(sessions: SessionRefs) -> None:
+    """Pin sessions: prune never deletes a pinned session."""
+    _set_flag(sessions, "pinned", True)
+
+
+@command(app, "unpin", examples=["hermes sessions unpin 20261118"])
+def unpin(sessions: SessionRefs) -> None:
+    """Unpin sessions."""
+    _set_flag(sessions, "pinned", False)
+
+
+@command(app, "archive", examples=["hermes sessions archive 20261118 20261119"])
+def archive(sessions: SessionRefs) -> None:
+    """Archive sessions: hidden from listings (list --archived shows them), nothing deleted."""
+    _set_flag(sessions, "archived", True)
+
+
+@command(app, "unarchive", examples=["hermes sessions unarchive 20261118"])
+def unarchive(sessions: SessionRefs) -> None:
+    """Unarchive sessions."""
+    _set_flag(sessions, "archived", False)
 
 
 # --- prune ----------------------------------------------------------------------------------

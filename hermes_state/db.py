@@ -173,6 +173,14 @@ class SessionDB:
         """Set (or with None/empty clear) a session's title; tell whether one is now set."""
         return ses.set_session_title(self.store, session_id, title) is not None
 
+    def set_session_pinned(self, session_id: str, pinned: bool) -> bool:
+        """Pin or unpin a session; return False when no session has that id."""
+        return ses.set_session_pinned(self.store, session_id, pinned)
+
+    def set_session_archived(self, session_id: str, archived: bool) -> bool:
+        """Archive or unarchive a session; return False when no session has that id."""
+        return ses.set_session_archived(self.store, session_id, archived)
+
     def get_session_title(self, session_id: str) -> str | None:
         """Return a session's title."""
         return ses.get_session_title(self.store, session_id)
@@ -214,6 +222,9 @@ class SessionDB:
         order: ListOrder = "started",
         started_after: float | None = None,
         started_before: float | None = None,
+        archived_only: bool = False,
+        pinned_only: bool = False,
+        active_since: float | None = None,
     ) -> list[SessionRow]:
         """Return one page of sessions with preview and last_active (started in [after, before))."""
         rows = ses.list_sessions(
@@ -226,6 +237,9 @@ class SessionDB:
             order=order,
             started_after=started_after,
             started_before=started_before,
+            archived_only=archived_only,
+            pinned_only=pinned_only,
+            active_since=active_since,
         )
         return cast("list[SessionRow]", rows)
 
@@ -646,6 +660,16 @@ class SessionDB:
             after=after_ts,
             before=before_ts,
         )
+
+    def count_matches(self, query: str, **options: Any) -> search.MatchCount:
+        """Count the messages a search would page through (under a time budget)."""
+        return search.count_matches(self.store, query, **options)
+
+    def message_window(
+        self, session_id: str, around_id: int | None = None, **options: Any
+    ) -> list[dict[str, Any]]:
+        """Return the transcript messages around one message (or a session's first ones)."""
+        return msg.message_window(self.store, session_id, around_id, **options)
 
     # --- maintenance ---------------------------------------------------------------------------
 

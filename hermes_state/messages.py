@@ -410,6 +410,56 @@ def iter_messages(
         after = page[-1]["id"]
 
 
+def _select_rows(store: Store, sql: str, params: list[Any]) -> list[dict[str, Any]]:
+    """Run a SELECT of message_select() columns and return decoded rows."""
+    cur = store.conn.cursor()
+    cur.row_factory = None
+    cur.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [_decode_in_place(dict(zip(names, r, strict=True))) for r in cur]
+
+
+def message_window(
+    store: Store,
+    session_id: str,
+    around_id: int | None = None,
+    *,
+    before: int = 3,
+    after: int = 3,
+) -> list[dict[str, Any]]:
+    """Return up to before/after transcript messages around one message, in id order.
+
+    Transcript messages are the live rows and the compression archive (as `sessions show`
+    prints them); the message around_id is included whatever its state. Without around_id the
+    window is the session's first before + after + 1 messages.
+    """
+    cols = set(store.columns("messages"))
+    visible = "(active = 1 OR compacted = 1)" if {"active", "compacted"} <= cols else "1"
+    select = f"SELECT {message_select(store)} FROM messages WHERE session_id = ?"
+    if around_id is None:
+        rows = _select_rows(
+            store,
+            f"{select} AND {visible} ORDER BY id LIMIT ?",
+            [session_id, max(0, before) + max(0, after) + 1],
+        )
+        _derive_tool_call_uids(rows)
+        return rows
+    pivot = int(around_id)
+    earlier = _select_rows(
+        store,
+        f"{select} AND id < ? AND {visible} ORDER BY id DESC LIMIT ?",
+        [session_id, pivot, max(0, before)],
+    )
+    rest = _select_rows(
+        store,
+        f"{select} AND (id = ? OR (id > ? AND {visible})) ORDER BY id LIMIT ?",
+        [session_id, pivot, pivot, max(0, after) + 1],
+    )
+    rows = earlier[::-1] + rest
+    _derive_tool_call_uids(rows)
+    return rows
+
+
 def _derive_tool_call_uids(rows: list[dict[str, Any]]) -> None:
     """Fill tool_call_uid of tool rows stored without one, from the preceding assistant call."""
     latest: dict[str, Any] = {}

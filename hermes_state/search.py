@@ -40,7 +40,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
 MAX_QUERY_CHARS = 2048
 RANK_CANDIDATES = 2000  # larger match sets are ranked among their newest N matches
+COUNT_CAP = 10_000_000  # count_matches stops counting here
+COUNT_BUDGET_S = 1.0  # count_matches gives up after this long
 RANK_DOCLIST_BUDGET = 150_000  # BM25 only while its phrases match at most this many rows
 SCAN_CAP = 20_000  # rows a LIKE scan may examine
 INDEX_BUDGET_S = 0.05  # index routes over this fall back to the bounded scan (partial)
@@ -254,6 +256,20 @@ class SearchResult(list[dict[str, Any]]):
         self.partial = partial
 
 
+@dataclass(frozen=True)
+class MatchCount:
+    """How many messages a query matches with its filters, as count_matches found.
+
+    ``count`` is None when counting took longer than its budget (or was stopped).
+    ``complete`` is False when the count is only a lower bound: the cap was reached, or rows a
+    bounded scan would have to examine were left out (``partial`` in the search result).
+    """
+
+    count: int | None
+    complete: bool
+    route: str
+
+
 @dataclass
 class _Found:
     """Ids found by one route, best first, and how to make their snippets."""
@@ -309,6 +325,9 @@ def _filters(
     include_inactive: bool,
     after: float | None = None,
     before: float | None = None,
+    *,
+    archived: bool | None = None,
+    pinned: bool | None = None,
 ) -> _Filters:
     """Build the filter conditions every route applies to candidate rows."""
     cols = set(store.columns("messages"))
@@ -339,14 +358,29 @@ def _filters(
     if before is not None:
         conds.append("m.timestamp < ?")
         params.append(float(before))
+    flags = _session_flags(set(store.columns("sessions")), archived, pinned)
+    conds += flags
     return _Filters(
         sql=" AND ".join(conds) or "1",
         params=tuple(params),
-        needs_session=bool(sources or excluded),
+        needs_session=bool(sources or excluded or flags),
         visible=" AND ".join(v.format(a="p") for v in visible) or "1",
         roles=tuple(roles),
         sources=tuple(sources),
     )
+
+
+def _session_flags(cols: set[str], archived: bool | None, pinned: bool | None) -> list[str]:
+    """Return conditions on the hit's session: archived or not, pinned or not (None: either)."""
+    conds = []
+    for column, wanted in (("archived", archived), ("pinned", pinned)):
+        if wanted is None:
+            continue
+        if column in cols:
+            conds.append(f"COALESCE(s.{column}, 0) {'<>' if wanted else '='} 0")
+        elif wanted:
+            conds.append("0")  # a layout without the column has no such sessions
+    return conds
 
 
 def _indexes(conn: sqlite3.Connection) -> _Indexes:
@@ -604,32 +638,40 @@ def _trigram_ready(query: Query) -> bool:
     return all(any(_trigram_chunks(t) for t in group) for group in query.groups)
 
 
+def _trigram_group(
+    group: Sequence[Term],
+) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
+    """Return an AND-group's trigram lookup (LIKE on the index) and its exact checks."""
+    like: list[str] = []
+    params: list[Any] = []
+    extra: list[str] = []
+    extra_params: list[Any] = []
+    for term in group:
+        chunks = _trigram_chunks(term)
+        for chunk in chunks:
+            like.append(f"{fts.TRIGRAM_TABLE}.content LIKE ?")
+            params.append(f"%{chunk}%")
+        if chunks and chunks == [term.text]:
+            continue  # the index answers this term exactly
+        # Short, negated or wildcard-bearing terms are checked exactly on the candidates.
+        sql, p = _term_like(term)
+        extra.append(sql)
+        extra_params.extend(p)
+    return (" AND ".join(like), tuple(params)), (" AND ".join(extra) or "1", tuple(extra_params))
+
+
 def _trigram_route(
     conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, sort: str, need: int
 ) -> _Found:
     """Find rows through the trigram index, newest first (plus the rebuild window)."""
     ids: set[int] = set()
     for group in query.groups:
-        like: list[str] = []
-        params: list[Any] = []
-        extra: list[str] = []
-        extra_params: list[Any] = []
-        for term in group:
-            chunks = _trigram_chunks(term)
-            for chunk in chunks:
-                like.append(f"{fts.TRIGRAM_TABLE}.content LIKE ?")
-                params.append(f"%{chunk}%")
-            if chunks and chunks == [term.text]:
-                continue  # the index answers this term exactly
-            # Short, negated or wildcard-bearing terms are checked exactly on the candidates.
-            sql, p = _term_like(term)
-            extra.append(sql)
-            extra_params.extend(p)
+        match, extra = _trigram_group(group)
         got, _ = _index_ids(
             conn,
             fts.TRIGRAM_TABLE,
-            (" AND ".join(like), tuple(params)),
-            (" AND ".join(extra) or "1", tuple(extra_params)),
+            match,
+            extra,
             filters,
             "oldest" if sort == "oldest" else "newest",
             need,
@@ -693,6 +735,18 @@ def _cjk_parts(query: Query) -> tuple[list[str], list[tuple[str, tuple[Any, ...]
     return match, checks
 
 
+def _cjk_sql(
+    parts: tuple[list[str], list[tuple[str, tuple[Any, ...]]]],
+) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
+    """Return the CJK index lookup and the exact checks for the rest of the query."""
+    match, checks = parts
+    extra = (
+        " AND ".join(sql for sql, _ in checks) or "1",
+        tuple(p for _, params in checks for p in params),
+    )
+    return (f"{cjk.TABLE} MATCH ?", (" ".join(match),)), extra
+
+
 def _cjk_route(
     conn: sqlite3.Connection,
     query: Query,
@@ -703,20 +757,16 @@ def _cjk_route(
     parts: tuple[list[str], list[tuple[str, tuple[Any, ...]]]],
 ) -> _Found:
     """Find rows through the CJK bigram index (plus rows not caught up yet)."""
-    match, checks = parts
-    extra = (
-        " AND ".join(sql for sql, _ in checks) or "1",
-        tuple(p for _, params in checks for p in params),
-    )
+    match, extra = _cjk_sql(parts)
     ids, ordering = _index_ids(
         conn,
         cjk.TABLE,
-        (f"{cjk.TABLE} MATCH ?", (" ".join(match),)),
+        match,
         extra,
         filters,
         sort,
         need,
-        phrases=match,
+        phrases=parts[0],
     )
     found = _Found(ids, ordering, "cjk")
     found.scanned = set(ids)
@@ -753,10 +803,18 @@ def _fts_failed(exc: sqlite3.Error) -> bool:
 
 
 @contextlib.contextmanager
-def _deadline(conn: sqlite3.Connection, seconds: float) -> Iterator[None]:
-    """Interrupt the connection's statements once seconds have passed (SQLite progress handler)."""
+def _deadline(
+    conn: sqlite3.Connection, seconds: float, should_stop: Callable[[], bool] | None = None
+) -> Iterator[None]:
+    """Interrupt the connection's statements once seconds have passed (SQLite progress handler),
+    or as soon as should_stop() says so."""
     stop = time.monotonic() + seconds
-    conn.set_progress_handler(lambda: int(time.monotonic() > stop), PROGRESS_STEPS)
+    if should_stop is None:
+        conn.set_progress_handler(lambda: int(time.monotonic() > stop), PROGRESS_STEPS)
+    else:
+        conn.set_progress_handler(
+            lambda: int(time.monotonic() > stop or should_stop()), PROGRESS_STEPS
+        )
     try:
         yield
     finally:
@@ -843,6 +901,11 @@ def _needles(query: Query) -> re.Pattern[str] | None:
     return re.compile("|".join(sorted(set(parts), key=len, reverse=True)), re.IGNORECASE)
 
 
+def highlight_pattern(query: str) -> re.Pattern[str] | None:
+    """Return the pattern snippets use to mark a query's matches (None: nothing to mark)."""
+    return _needles(_tame_prefixes(parse_query(query if isinstance(query, str) else "")))
+
+
 def _text_snippet(text: str, pattern: re.Pattern[str] | None) -> str:
     """Cut a window of text around the first match, marking matches >>>like this<<<."""
     first = pattern.search(text) if pattern is not None else None
@@ -895,7 +958,13 @@ def _contexts(
 
 
 def _hits(
-    store: Store, found: _Found, query: Query, filters: _Filters, ids: list[int]
+    store: Store,
+    found: _Found,
+    query: Query,
+    filters: _Filters,
+    ids: list[int],
+    *,
+    with_context: bool = True,
 ) -> list[dict[str, Any]]:
     """Load the hit rows, their sessions, snippets and context (a few statements in all)."""
     if not ids:
@@ -912,8 +981,8 @@ def _hits(
         "(SELECT p.id FROM messages p WHERE p.session_id = m.session_id AND p.id {op} m.id "
         f"AND {filters.visible} ORDER BY p.id {{order}} LIMIT 1)"
     )
-    before = neighbour.format(op="<", order="DESC")
-    after = neighbour.format(op=">", order="ASC")
+    before = neighbour.format(op="<", order="DESC") if with_context else "NULL"
+    after = neighbour.format(op=">", order="ASC") if with_context else "NULL"
     rows = {
         r["id"]: r
         for r in conn.execute(
@@ -983,10 +1052,16 @@ def search_messages(
     include_inactive: bool = False,
     after: float | None = None,
     before: float | None = None,
+    archived: bool | None = None,
+    pinned: bool | None = None,
+    context: bool = True,
 ) -> SearchResult:
     """Search message text; return hits (dicts with HIT_KEYS) and the ordering used.
 
-    after/before (epoch seconds) keep messages whose timestamp is in [after, before).
+    after/before (epoch seconds) keep messages whose timestamp is in [after, before);
+    ``archived`` and ``pinned`` keep messages of sessions that are (True) or are not (False)
+    archived / pinned. ``context=False`` leaves each hit's context empty (saves two lookups a
+    hit).
     """
     if sort not in SORTS:
         sort = "rank"
@@ -995,11 +1070,160 @@ def search_messages(
     if not parsed.groups or limit == 0:
         return SearchResult(ordering=sort, route="none")
     filters = _filters(
-        store, source_filter, exclude_sources, role_filter, include_inactive, after, before
+        store,
+        source_filter,
+        exclude_sources,
+        role_filter,
+        include_inactive,
+        after,
+        before,
+        archived=archived,
+        pinned=pinned,
     )
     need = offset + limit
     with store.lock:
         conn = store.conn
         found = _find(conn, parsed, _indexes(conn), filters, sort, need)
-        hits = _hits(store, found, parsed, filters, found.ids[offset:need])
+        hits = _hits(store, found, parsed, filters, found.ids[offset:need], with_context=context)
     return SearchResult(hits, ordering=found.ordering, route=found.route, partial=found.partial)
+
+
+# --- counting -------------------------------------------------------------------------------
+
+
+def _count_index(
+    conn: sqlite3.Connection,
+    selects: Sequence[tuple[str | None, tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]],
+    filters: _Filters,
+    cap: int,
+) -> int:
+    """Count the distinct rows of one or more (table, match, checks) selects, up to cap.
+
+    Counting happens inside SQLite (no row reaches Python): the GIL is released meanwhile.
+    """
+    parts, params = [], []
+    for table, (match_sql, match_params), (extra_sql, extra_params) in selects:
+        where = f"{match_sql} AND {extra_sql} AND {filters.sql}"
+        parts.append(f"SELECT m.id {_from(table, filters)} WHERE {where}")
+        params += [*match_params, *extra_params, *filters.params]
+    union = " UNION ".join(parts)
+    return int(
+        conn.execute(f"SELECT count(*) FROM ({union} LIMIT ?)", (*params, cap)).fetchone()[0]
+    )
+
+
+def _count_window(
+    conn: sqlite3.Connection,
+    window: tuple[int, int],
+    predicate: tuple[str, tuple[Any, ...]],
+    filters: _Filters,
+    cap: int,
+    *,
+    extra_ids: str = "",
+) -> tuple[int, bool]:
+    """Count matches in the id window (low, high] as _scan_ids finds them; (count, cut short)."""
+    low, high = _window_floor(conn, *window, True)
+    in_window = f"(m.id > {int(low)} AND m.id <= {int(high)})"
+    if extra_ids:
+        in_window = f"({in_window} OR m.id IN ({extra_ids}))"
+    n = _count_index(conn, [(None, (in_window, ()), predicate)], filters, cap)
+    return n, (low, high) != window
+
+
+def _count_found(
+    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, cap: int
+) -> tuple[int, bool, str]:
+    """Count what _find would find (same routes, same windows): (count, cut short, route)."""
+    if idx.stale or not idx.word:
+        n, cut = _count_window(conn, (0, idx.max_id), _query_like(query), filters, cap)
+        return n, cut, "scan"
+    if query.has_cjk:
+        parts = _cjk_parts(query) if idx.cjk else None
+        if parts is not None:
+            match, extra = _cjk_sql(parts)
+            n = _count_index(conn, [(cjk.TABLE, match, extra)], filters, cap)
+            cut = False
+            if idx.max_id > idx.cjk_high_water or idx.cjk_pending:
+                gap, cut = _count_window(
+                    conn,
+                    (idx.cjk_high_water, idx.max_id),
+                    _query_like(query),
+                    filters,
+                    cap,
+                    extra_ids=f"SELECT id FROM {cjk.PENDING_TABLE}",
+                )
+                n += gap
+            return n, cut, "cjk"
+        runs = [r for t in query.terms() for r in cjk.cjk_runs(t.text)]
+        if not (idx.trigram and all(len(r) >= TRIGRAM_MIN_CHARS for r in runs)):
+            n, cut = _count_window(conn, (0, idx.max_id), _query_like(query), filters, cap)
+            return n, cut, "scan"
+    elif query.fts():
+        match = (f"{fts.WORD_TABLE} MATCH ?", (query.fts(),))
+        n = _count_index(conn, [(fts.WORD_TABLE, match, ("1", ()))], filters, cap)
+        cut = False
+        if idx.gap is not None:
+            gap, cut = _count_window(conn, idx.gap, _query_like(query), filters, cap)
+            n += gap
+        if n:
+            return n, cut, "word"
+    if idx.trigram and _trigram_ready(query):
+        selects = [(fts.TRIGRAM_TABLE, *_trigram_group(g)) for g in query.groups]
+        n = _count_index(conn, selects, filters, cap)
+        cut = False
+        if idx.gap is not None:
+            gap, cut = _count_window(conn, idx.gap, _query_like(query), filters, cap)
+            n += gap
+        return n, cut, "trigram"
+    n, cut = _count_window(conn, (0, idx.max_id), _query_like(query), filters, cap)
+    return n, cut, "scan"
+
+
+def count_matches(
+    store: Store,
+    query: str,
+    *,
+    source_filter: Iterable[str] | str | None = None,
+    exclude_sources: Iterable[str] | str | None = None,
+    role_filter: Iterable[str] | str | None = None,
+    include_inactive: bool = False,
+    after: float | None = None,
+    before: float | None = None,
+    archived: bool | None = None,
+    pinned: bool | None = None,
+    cap: int = COUNT_CAP,
+    budget_s: float = COUNT_BUDGET_S,
+    should_stop: Callable[[], bool] | None = None,
+) -> MatchCount:
+    """Count the messages search_messages would page through for the same query and filters.
+
+    Takes the same routes as the search. Counting a term that matches half of a large store
+    costs far more than finding its first hits, so it runs under budget_s (and stops as soon as
+    should_stop() returns True); past that the count is None.
+    """
+    parsed = _tame_prefixes(parse_query(query if isinstance(query, str) else ""))
+    if not parsed.groups:
+        return MatchCount(0, True, "none")
+    filters = _filters(
+        store,
+        source_filter,
+        exclude_sources,
+        role_filter,
+        include_inactive,
+        after,
+        before,
+        archived=archived,
+        pinned=pinned,
+    )
+    cap = max(1, int(cap))
+    with store.lock:
+        conn = store.conn
+        idx = _indexes(conn)
+        try:
+            with _deadline(conn, budget_s, should_stop):
+                n, cut, route = _count_found(conn, parsed, idx, filters, cap)
+        except sqlite3.DatabaseError as exc:
+            if not _fts_failed(exc):
+                raise
+            return MatchCount(None, False, "none")
+    return MatchCount(min(n, cap), not cut and n < cap, route)

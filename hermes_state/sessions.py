@@ -7,11 +7,13 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import (
     AmbiguousSessionIdError,
+    HermesStateError,
     InvalidTitleError,
     SessionNotFoundError,
     TitleInUseError,
@@ -21,6 +23,7 @@ from hermes_state.text import bindable, scrub_surrogates
 
 MAX_TITLE_LENGTH = 100
 PREVIEW_CHARS = 60
+_ID_CHUNK = 500  # ids bound per IN (...) statement, well under SQLite's variable limit
 
 # Columns a caller may set at creation; counters, timestamps and flags are the store's business.
 CREATE_COLUMNS = frozenset(
@@ -301,6 +304,48 @@ def get_session_title(store: Store, session_id: str) -> str | None:
     return None if row[0] is None else str(row[0])
 
 
+def get_sessions_by_id(store: Store, session_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Return the listing columns (LIST_COLUMNS) of the given sessions, keyed by id."""
+    ids = list(dict.fromkeys(bindable(i) for i in session_ids if isinstance(i, str)))
+    out: dict[str, dict[str, Any]] = {}
+    cols = projection(store.columns("sessions"), LIST_COLUMNS, "s")
+    for start in range(0, len(ids), _ID_CHUNK):
+        chunk = ids[start : start + _ID_CHUNK]
+        rows = store.conn.execute(
+            f"SELECT {cols} FROM sessions s WHERE s.id IN ({', '.join('?' for _ in chunk)})",
+            chunk,
+        )
+        out.update((r["id"], dict(r)) for r in rows)
+    return out
+
+
+def _set_flag(store: Store, session_id: str, column: str, value: bool) -> bool:
+    """Set a 0/1 column of one session; return whether a session row was updated."""
+    if column not in store.columns("sessions"):
+        raise HermesStateError(
+            f"{store.path} has no sessions.{column} column (an older layout)",
+            hint="Run `hermes db migrate` to upgrade the store, then retry.",
+        )
+
+    def fn(conn: sqlite3.Connection) -> bool:
+        cur = conn.execute(
+            f"UPDATE sessions SET {column} = ? WHERE id = ?", (int(bool(value)), session_id)
+        )
+        return cur.rowcount == 1
+
+    return store.write(fn)
+
+
+def set_session_pinned(store: Store, session_id: str, pinned: bool) -> bool:
+    """Pin (keep from pruning) or unpin a session; return False when no session has that id."""
+    return _set_flag(store, bindable(session_id), "pinned", pinned)
+
+
+def set_session_archived(store: Store, session_id: str, archived: bool) -> bool:
+    """Archive (hide from listings) or unarchive a session; False when no such session."""
+    return _set_flag(store, bindable(session_id), "archived", archived)
+
+
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -438,6 +483,41 @@ def _source_filters(
     return where, params
 
 
+def _listing_filters(
+    live: tuple[str, ...],
+    *,
+    sources: list[str] | None,
+    exclude_sources: list[str] | None,
+    include_archived: bool,
+    archived_only: bool,
+    pinned_only: bool,
+    active_since: float | None,
+    started_after: float | None = None,
+    started_before: float | None = None,
+) -> tuple[list[str], list[Any]]:
+    """Return the WHERE conditions (alias s) a listing and its count share."""
+    where, params = _source_filters(
+        sources, exclude_sources, started_after=started_after, started_before=started_before
+    )
+    if archived_only:
+        # A layout without the column has no archived sessions.
+        where.append("s.archived <> 0" if "archived" in live else "0")
+    elif not include_archived and "archived" in live:
+        where.append("s.archived = 0")
+    if pinned_only:
+        where.append("s.pinned <> 0" if "pinned" in live else "0")
+    if active_since is not None:
+        # The same expression as idx_sessions_activity, so the index serves the range.
+        activity = (
+            "COALESCE(s.last_activity_at, s.started_at)"
+            if "last_activity_at" in live
+            else "s.started_at"
+        )
+        where.append(f"{activity} >= ?")
+        params.append(float(active_since))
+    return where, params
+
+
 def make_preview(text: str | None) -> str:
     """Flatten a message into a one-line preview of at most 60 characters plus an ellipsis."""
     if not text:
@@ -457,19 +537,30 @@ def list_sessions(
     order: str = "started",
     started_after: float | None = None,
     started_before: float | None = None,
+    archived_only: bool = False,
+    pinned_only: bool = False,
+    active_since: float | None = None,
 ) -> list[dict[str, Any]]:
     """Return one page of sessions, newest first, each with preview and last_active.
 
-    started_after/started_before (epoch seconds) keep sessions started in [after, before).
+    started_after/started_before (epoch seconds) keep sessions started in [after, before);
+    ``archived_only`` lists archived sessions only, ``pinned_only`` pinned ones only, and
+    ``active_since`` (epoch seconds) those whose last recorded activity is at or after it.
     """
     if order not in ("started", "active"):
         raise ValueError(f"order must be 'started' or 'active', not {order!r}")
     live = store.columns("sessions")
-    where, params = _source_filters(
-        sources, exclude_sources, started_after=started_after, started_before=started_before
+    where, params = _listing_filters(
+        live,
+        sources=sources,
+        exclude_sources=exclude_sources,
+        include_archived=include_archived,
+        archived_only=archived_only,
+        pinned_only=pinned_only,
+        active_since=active_since,
+        started_after=started_after,
+        started_before=started_before,
     )
-    if not include_archived and "archived" in live:
-        where.append("s.archived = 0")
     if order == "active" and "last_activity_at" in live:
         order_sql = "COALESCE(s.last_activity_at, s.started_at) DESC, s.id DESC"
     else:
@@ -520,13 +611,22 @@ def count_sessions(
     include_archived: bool = False,
     started_after: float | None = None,
     started_before: float | None = None,
+    archived_only: bool = False,
+    pinned_only: bool = False,
+    active_since: float | None = None,
 ) -> int:
     """Return how many sessions a listing with these filters would page through."""
-    where, params = _source_filters(
-        sources, exclude_sources, started_after=started_after, started_before=started_before
+    where, params = _listing_filters(
+        store.columns("sessions"),
+        sources=sources,
+        exclude_sources=exclude_sources,
+        include_archived=include_archived,
+        archived_only=archived_only,
+        pinned_only=pinned_only,
+        active_since=active_since,
+        started_after=started_after,
+        started_before=started_before,
     )
-    if not include_archived and "archived" in store.columns("sessions"):
-        where.append("s.archived = 0")
     sql = "SELECT COUNT(*) FROM sessions s" + (f" WHERE {' AND '.join(where)}" if where else "")
     return int(store.conn.execute(sql, params).fetchone()[0])
 

@@ -15,7 +15,16 @@ from clitools import ANSI_ESCAPE, REPO_ROOT, child, load_sample
 
 from hermes_state import home
 
-NEVER_AT_START = ("rich", "sqlite3", "_sqlite3", "hermes_state.db", "hermes_state.connection")
+NEVER_AT_START = (
+    "rich",
+    "sqlite3",
+    "_sqlite3",
+    "hermes_state.db",
+    "hermes_state.connection",
+    "textual",
+    "hermes_cli.browse",
+    "hermes_cli.browse_app",
+)
 
 MODULE_DUMP = """
 import sys
@@ -55,6 +64,16 @@ def test_start_up_does_not_import_rich_or_the_storage_layer(flag: str) -> None:
     assert "hermes_cli.main" in loaded
     heavy = sorted(m for m in loaded if m.split(".")[0] in NEVER_AT_START or m in NEVER_AT_START)
     assert heavy == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("sessions", "list", "--json"), ("sessions", "search", "x"), ("sessions", "browse", "--help")],
+)
+def test_only_sessions_browse_itself_imports_textual(hermes_home: Path, args: tuple[str]) -> None:
+    loaded = _modules_loaded_by(*args)
+    assert "hermes_cli.sessions" in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] == "textual") == []
 
 
 def test_version_prints_the_package_version() -> None:

@@ -11,6 +11,7 @@ from clitools import ANSI_ESCAPE, SAMPLE, load_sample, run, run_json, sample_rec
 
 from hermes_state import messages, portability, sessions
 from hermes_state.connection import open_store
+from hermes_state.home import default_db_path
 
 DOCKER = "20261118_091502_a1c9e2"
 TOKYO = "20261119_073011_b7d401"
@@ -404,6 +405,41 @@ def test_rename_to_a_title_in_use_fails_with_a_hint(sample: Path) -> None:
     assert result.exit_code == 1
     assert f"already in use by session {DOCKER}" in result.stderr
     assert result.stderr.splitlines()[1].startswith("Hint: ")
+
+
+def flags(session_id: str) -> tuple[int, int]:
+    """(pinned, archived) of a session, read through the library."""
+    with open_store(default_db_path(), read_only=True) as store:
+        row = sessions.get_session(store, session_id)
+    return row["pinned"], row["archived"]
+
+
+def test_pin_and_unpin_by_id_prefix_and_title(sample: Path) -> None:
+    result = run("sessions", "pin", "20261128_220940", "Fix Docker build")
+    assert result.exit_code == 0, result.stderr
+    assert f"Pinned session '{DOCKER}' (Fix Docker build).\n" in result.stdout
+    assert flags(DOCKER) == (1, 0) and flags("20261128_220940_1b2c3d") == (1, 0)
+    again = run("sessions", "pin", DOCKER)
+    assert again.stdout == f"Session '{DOCKER}' (Fix Docker build) is already pinned.\n"
+    assert run("sessions", "unpin", DOCKER).stdout == (
+        f"Unpinned session '{DOCKER}' (Fix Docker build).\n"
+    )
+    assert flags(DOCKER) == (0, 0)
+
+
+def test_archive_hides_from_list_and_unarchive_brings_it_back(sample: Path) -> None:
+    assert run("sessions", "archive", DOCKER).exit_code == 0
+    assert flags(DOCKER) == (0, 1)
+    assert DOCKER not in _ids(run_json("sessions", "list", "--limit", "50"))
+    assert run("sessions", "unarchive", DOCKER).exit_code == 0
+    assert DOCKER in _ids(run_json("sessions", "list", "--limit", "50"))
+
+
+def test_pin_with_an_unknown_id_changes_nothing_and_exits_1(sample: Path) -> None:
+    result = run("sessions", "pin", DOCKER, "no-such-session")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: No session matches 'no-such-session'")
+    assert flags(DOCKER) == (0, 0)
 
 
 # --- stats / recover ------------------------------------------------------------------------

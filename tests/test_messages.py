@@ -392,3 +392,50 @@ def test_delete_session_repoints_children_to_its_parent(db: SessionDB) -> None:
     db.create_session("leaf", "cli", parent_session_id="mid")
     db.delete_session("mid")
     assert db.get_session("leaf")["parent_session_id"] == "root"
+
+
+# --- the window around a message (preview of `sessions browse`) --------------------------------
+
+
+@pytest.fixture
+def ten(s1: SessionDB) -> list[int]:
+    """Ten messages m0..m9 in s1 (and one in another session, interleaved); their ids."""
+    s1.create_session("s2", "cli")
+    out = []
+    for i in range(10):
+        out.append(s1.append_message("s1", "user", f"m{i}"))
+        s1.append_message("s2", "user", f"other {i}")
+    return out
+
+
+def test_message_window_returns_neighbours_of_the_same_session_in_order(
+    s1: SessionDB, ten: list[int]
+) -> None:
+    rows = s1.message_window("s1", ten[5], before=2, after=3)
+    assert contents(rows) == ["m3", "m4", "m5", "m6", "m7", "m8"]
+
+
+def test_message_window_is_cut_at_the_ends_of_the_session(s1: SessionDB, ten: list[int]) -> None:
+    assert contents(s1.message_window("s1", ten[0], before=3, after=1)) == ["m0", "m1"]
+    assert contents(s1.message_window("s1", ten[9], before=1, after=3)) == ["m8", "m9"]
+
+
+def test_message_window_without_a_message_starts_the_session(s1: SessionDB, ten: list[int]) -> None:
+    assert contents(s1.message_window("s1", None, before=1, after=1)) == ["m0", "m1", "m2"]
+
+
+def test_message_window_skips_rewound_rows_but_keeps_the_compression_archive(
+    s1: SessionDB, ten: list[int]
+) -> None:
+    conn = s1.store.conn
+    conn.execute("UPDATE messages SET active = 0, compacted = 0 WHERE id = ?", (ten[4],))
+    conn.execute("UPDATE messages SET active = 0, compacted = 1 WHERE id = ?", (ten[6],))
+    rows = s1.message_window("s1", ten[5], before=1, after=1)
+    assert contents(rows) == ["m3", "m5", "m6"]
+
+
+def test_message_window_always_includes_the_message_it_is_around(
+    s1: SessionDB, ten: list[int]
+) -> None:
+    s1.store.conn.execute("UPDATE messages SET active = 0, compacted = 0 WHERE id = ?", (ten[5],))
+    assert contents(s1.message_window("s1", ten[5], before=1, after=1)) == ["m4", "m5", "m6"]

@@ -418,3 +418,103 @@ def test_cjk_word_split_by_a_lone_surrogate_is_indexed_as_stored(store: Store) -
     mid = add(store, "会議は東\ud800京で")  # stored as 会議は東京で: the surrogate is removed
     assert ids(search_messages(store, "東京")) == [mid]
     assert fts.integrity_check(store.conn) == []
+
+
+# --- time and session-flag filters ---------------------------------------------------------
+
+
+def test_after_keeps_messages_written_at_or_after_the_moment(store: Store) -> None:
+    add(store, "dated word", timestamp=100.0)
+    recent = add(store, "dated word", timestamp=200.0)
+    assert ids(search_messages(store, "dated", after=200.0)) == [recent]
+
+
+def test_archived_filter_keeps_or_drops_messages_of_archived_sessions(store: Store) -> None:
+    kept = add(store, "flagged word")
+    hidden = add(store, "flagged word", sid="tg-1")
+    sessions.set_session_archived(store, "tg-1", True)
+    assert ids(search_messages(store, "flagged", archived=False)) == [kept]
+    assert ids(search_messages(store, "flagged", archived=True)) == [hidden]
+    assert sorted(ids(search_messages(store, "flagged"))) == [kept, hidden]
+
+
+def test_pinned_filter_keeps_messages_of_pinned_sessions_only(store: Store) -> None:
+    add(store, "flagged word")
+    pinned = add(store, "flagged word", sid="tg-1")
+    sessions.set_session_pinned(store, "tg-1", True)
+    assert ids(search_messages(store, "flagged", pinned=True)) == [pinned]
+
+
+# --- counting --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "route"),
+    [("needle", "word"), ("eedl", "trigram"), ("会議", "cjk"), ("ne", "scan")],
+)
+def test_count_matches_counts_what_the_search_pages_through(
+    store: Store, query: str, route: str
+) -> None:
+    for i in range(7):
+        add(store, f"needle 会議 {i}", sid="cli-1" if i % 2 else "tg-1")
+    add(store, "unrelated words")
+    expected = search_messages(store, query, limit=100, source_filter=["telegram"])
+    count = search.count_matches(store, query, source_filter=["telegram"])
+    assert (count.count, count.complete, count.route) == (len(expected), True, route)
+    assert len(expected) == 4
+
+
+def test_count_matches_of_an_or_query_counts_each_message_once(store: Store) -> None:
+    add(store, "alpha beta")
+    add(store, "alpha")
+    add(store, "beta")
+    assert search.count_matches(store, "lph OR eta").count == 3  # trigram: two groups
+
+
+def test_count_matches_honours_time_and_flag_filters(store: Store) -> None:
+    add(store, "flagged word", timestamp=100.0)
+    add(store, "flagged word", timestamp=300.0)
+    add(store, "flagged word", sid="tg-1", timestamp=300.0)
+    sessions.set_session_archived(store, "tg-1", True)
+    count = search.count_matches(store, "flagged", after=200.0, archived=False)
+    assert count.count == 1
+
+
+def test_count_matches_stops_at_the_cap_and_says_there_are_more(store: Store) -> None:
+    for i in range(5):
+        add(store, f"capped word {i}")
+    assert search.count_matches(store, "capped", cap=3) == search.MatchCount(3, False, "word")
+
+
+def test_count_matches_over_budget_gives_no_count_and_leaves_the_connection_usable(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add(store, "budget word")
+    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
+    count = search.count_matches(store, "budget", budget_s=-1.0)
+    assert (count.count, count.complete) == (None, False)
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+
+
+def test_count_matches_stops_when_asked(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    add(store, "stopped word")
+    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
+    assert search.count_matches(store, "stopped", should_stop=lambda: True).count is None
+
+
+def test_count_matches_of_an_unsearchable_query_is_zero(store: Store) -> None:
+    assert search.count_matches(store, "   ") == search.MatchCount(0, True, "none")
+
+
+def test_hits_without_context_skip_the_neighbours(store: Store) -> None:
+    add(store, "before")
+    add(store, "needle here")
+    (hit,) = search_messages(store, "needle", context=False)
+    assert hit["context"] == [] and ">>>needle<<<" in hit["snippet"]
+
+
+def test_offset_pages_through_equally_ranked_hits_without_repeats(store: Store) -> None:
+    found = {add(store, "kettle") for _ in range(7)}  # every hit scores the same
+    pages = [ids(search_messages(store, "kettle", limit=2, offset=o)) for o in (0, 2, 4, 6)]
+    seen = [i for page in pages for i in page]
+    assert sorted(seen) == sorted(found)

@@ -19,10 +19,8 @@ from hermes_state.errors import (
 
 
 def archive(db: SessionDB, session_id: str) -> None:
-    """Mark a session archived (there is no library call for it in this layer yet)."""
-    db.store.write(
-        lambda c: c.execute("UPDATE sessions SET archived = 1 WHERE id = ?", (session_id,))
-    )
+    """Mark a session archived."""
+    db.set_session_archived(session_id, True)
 
 
 def ids(rows: list[dict]) -> list[str]:
@@ -535,3 +533,65 @@ def test_end_session_and_record_usage_take_explicit_times(db) -> None:
         "SELECT first_seen, last_seen FROM session_model_usage WHERE session_id = 't1'"
     ).fetchone()
     assert tuple(row) == (1_700_000_100.0, 1_700_000_100.0)
+
+
+# --- pins, archive and the listing filters of `sessions browse` -------------------------------
+
+
+def test_set_session_pinned_pins_and_unpins(mixed: SessionDB) -> None:
+    assert mixed.set_session_pinned("t", True) is True
+    assert mixed.get_session("t")["pinned"] == 1
+    assert mixed.set_session_pinned("t", False) is True
+    assert mixed.get_session("t")["pinned"] == 0
+
+
+def test_set_session_pinned_again_is_harmless(mixed: SessionDB) -> None:
+    mixed.set_session_pinned("t", True)
+    assert mixed.set_session_pinned("t", True) is True
+    assert mixed.get_session("t")["pinned"] == 1
+
+
+def test_set_session_archived_hides_the_session_from_listings(mixed: SessionDB) -> None:
+    assert mixed.set_session_archived("t", True) is True
+    assert ids(mixed.list_sessions()) == ["d", "c"]
+    assert mixed.set_session_archived("t", False) is True
+    assert ids(mixed.list_sessions()) == ["d", "t", "c"]
+
+
+@pytest.mark.parametrize("flag", ["pinned", "archived"])
+def test_setting_a_flag_of_an_unknown_session_returns_false_and_writes_nothing(
+    mixed: SessionDB, flag: str
+) -> None:
+    setter = getattr(mixed, f"set_session_{flag}")
+    assert setter("ghost", True) is False
+    assert mixed.get_session("ghost") is None
+    assert all(not r[flag] for r in mixed.list_sessions(include_archived=True))
+
+
+def test_list_sessions_archived_only_and_pinned_only(mixed: SessionDB) -> None:
+    mixed.set_session_archived("t", True)
+    mixed.set_session_pinned("c", True)
+    assert ids(mixed.list_sessions(archived_only=True)) == ["t"]
+    assert ids(mixed.list_sessions(pinned_only=True)) == ["c"]
+    assert sessions_count(mixed, archived_only=True) == 1
+
+
+def test_list_sessions_active_since_keeps_recently_active_sessions(mixed: SessionDB) -> None:
+    mixed.append_message("c", "user", "late", timestamp=50.0)
+    assert ids(mixed.list_sessions(active_since=10.0, order="active")) == ["c"]
+    assert sessions_count(mixed, active_since=10.0) == 1
+
+
+def test_get_sessions_by_id_returns_listing_columns_keyed_by_id(mixed: SessionDB) -> None:
+    from hermes_state import sessions as lib
+
+    rows = lib.get_sessions_by_id(mixed.store, ["t", "ghost", "c", "t"])
+    assert sorted(rows) == ["c", "t"]
+    assert rows["t"]["source"] == "telegram" and "pinned" in rows["t"]
+
+
+def sessions_count(db: SessionDB, **filters: object) -> int:
+    """count_sessions through the library (the façade has no count)."""
+    from hermes_state import sessions as lib
+
+    return lib.count_sessions(db.store, **filters)  # type: ignore[arg-type]

@@ -1,0 +1,187 @@
+"""Time `hermes sessions browse`: keystroke-to-results through Textual's pilot, and start-up.
+
+Usage: python bench/browse.py --messages 200000 [--seed 7] [--reuse] [--repeat 7]
+
+- keystroke: the app runs headlessly (Textual's pilot, 120x40) on the generated store; queries
+  are typed one character at a time, ~120 ms apart like a fast typist, and each keystroke is
+  timed from just before the pilot posts the key until the list holds the results of the text
+  typed so far (the app's own timestamp; the next frame paints them). The search runs in a
+  worker thread; the preview and, once typing pauses, the match count follow it.
+- startup: the real command in a pseudo-terminal (120x40), from process start until the first
+  results are on the screen; then Ctrl+Q.
+
+bench/run.py runs both as the operations browse-keystroke and browse-startup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import os
+import pty
+import select
+import statistics
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+for _p in (str(REPO_ROOT), str(BENCH_DIR)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+import generate as gen  # noqa: E402
+
+# Typed one character at a time: the generator's common, selective, substring and CJK terms,
+# a phrase and a prefix (every prefix of each is a query of its own, as when typing).
+QUERIES = (
+    gen.COMMON_TERM,
+    gen.SELECTIVE_TERM,
+    gen.SUBSTRING_QUERY,
+    gen.CJK_QUERY,
+    '"docker build"',
+    "deploy*",
+)
+TYPING_GAP_S = 0.12
+SIZE = (120, 40)
+STARTUP_MARK = b"newest activity first"
+
+
+async def _keystrokes(db: Path, queries: tuple[str, ...]) -> dict[str, Any]:
+    from hermes_cli.browse import Browser, Filters, Request
+    from hermes_cli.browse_app import BrowseApp
+    from hermes_state.connection import open_store
+
+    store = open_store(db, read_only=True)
+    browser = Browser(store)
+    samples: list[float] = []
+    per_query: dict[str, list[float]] = {}
+    inside: list[float] = []
+    try:
+        app = BrowseApp(browser, initial=browser.load(Request(0, "hits", "", Filters())))
+        async with app.run_test(size=SIZE) as pilot:
+            screen = app.screen
+            while screen.results is None:
+                await pilot.pause(0.01)
+            for query in queries:
+                typed = ""
+                for ch in query:
+                    typed += ch
+                    started = time.perf_counter()
+                    await pilot.press(ch)  # returns once the app is idle again (not timed)
+                    while screen.results.request.query != typed:
+                        await asyncio.sleep(0.0005)
+                    # From just before the key was posted to when the list took the results.
+                    took = (screen.shown_at - started) * 1000
+                    samples.append(took)
+                    per_query.setdefault(query, []).append(took)
+                    await asyncio.sleep(TYPING_GAP_S)
+                inside += screen.latencies_ms
+                screen.latencies_ms.clear()
+                await pilot.press("escape")
+                while screen.results.request.query != "":
+                    await asyncio.sleep(0.001)
+                await asyncio.sleep(0.3)
+            await pilot.press("ctrl+q")
+    finally:
+        browser.close()
+        store.close()
+    return {"samples_ms": samples, "per_query_ms": per_query, "in_app_ms": inside}
+
+
+def keystrokes(db: Path, queries: tuple[str, ...] = QUERIES) -> dict[str, Any]:
+    """Type the queries into the app on db; return every keystroke-to-results time (ms)."""
+    return asyncio.run(_keystrokes(db, queries))
+
+
+def startup_once(home: Path, python: str = sys.executable, timeout: float = 30.0) -> float:
+    """Start the real command on a 120x40 pseudo-terminal; return seconds until results show."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_HOME": str(home)}
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    env["TERM"] = "xterm-256color"
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [python, "-m", "hermes_cli", "sessions", "browse"],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=env,
+        close_fds=True,
+    )
+    os.close(slave)
+    seen = b""
+    took = None
+    try:
+        while time.perf_counter() - started < timeout:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if not ready:
+                if proc.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            seen += chunk
+            if took is None and STARTUP_MARK in seen:
+                took = time.perf_counter() - started
+                os.write(master, b"\x11")  # Ctrl+Q
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    if took is None:
+        raise RuntimeError(f"browse never showed its results: {seen[-400:]!r}")
+    return took
+
+
+def startup(home: Path, repeat: int, python: str = sys.executable) -> list[float]:
+    """Return repeat start-up times (s) after one untimed warm-up run."""
+    startup_once(home, python)
+    return [startup_once(home, python) for _ in range(repeat)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate (or reuse) the store and print both measurements."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, required=True)
+    p.add_argument("--seed", type=int, default=gen.DEFAULT_SEED)
+    p.add_argument("--reuse", action="store_true")
+    p.add_argument("--repeat", type=int, default=7)
+    args = p.parse_args(argv)
+    home = gen.default_out(args.messages)
+    gen.ensure_store(home, args.messages, args.seed, reuse=args.reuse)
+    keys = keystrokes(home / "state.db")
+    samples = keys["samples_ms"]
+    print(f"store: {home} ({args.messages:,} messages); load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"keystroke to results: median {statistics.median(samples):.1f} ms, "
+        f"p90 {statistics.quantiles(samples, n=10)[-1]:.1f} ms, max {max(samples):.1f} ms "
+        f"over {len(samples)} keystrokes"
+    )
+    for query, times in keys["per_query_ms"].items():
+        print(f"  {query!r}: median {statistics.median(times):.1f} ms, max {max(times):.1f} ms")
+    inside = keys["in_app_ms"]
+    if inside:
+        inner = statistics.median(inside)
+        print(f"  inside the app (input changed to list drawn): median {inner:.1f} ms")
+    times = startup(home, args.repeat)
+    print(
+        f"start-up to first results: median {statistics.median(times) * 1000:.0f} ms "
+        f"over {len(times)} runs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
