@@ -21,6 +21,7 @@ FORMAT_HELP = (
 AGE_HELP = "AGE: 90 (days), 90d, 12h, 30m, 2w, or an ISO date."
 WHEN_HELP = "WHEN: a duration back from now (7d, 12h, 2w) or an ISO date (2026-01-31)."
 ID_HELP = "Session id, unique id prefix, or title."
+EXACT_ID_HELP = "Session id, unique id prefix, or exact title (never a lineage's newest)."
 ROLES = ("user", "assistant", "tool", "system")
 
 
@@ -90,6 +91,7 @@ Roles = Annotated[
     ),
 ]
 SessionRef = Annotated[str, typer.Argument(metavar="ID", help=ID_HELP)]
+ExactSessionRef = Annotated[str, typer.Argument(metavar="ID", help=EXACT_ID_HELP)]
 
 
 def since_option(what: str) -> Any:

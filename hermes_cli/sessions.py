@@ -21,6 +21,7 @@ from hermes_cli import output, records, render
 from hermes_cli.options import (
     AGE_HELP,
     ColorOption,
+    ExactSessionRef,
     ExcludeSources,
     ForceFlag,
     FormatOption,
@@ -648,13 +649,13 @@ def import_(
         'hermes sessions delete "Grocery list" --yes',
     ],
 )
-def delete(session: SessionRef, yes: YesFlag = False) -> None:
+def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     """Delete one session and all its messages."""
     from hermes_cli import stores
     from hermes_state import maintenance, sessions as lib
 
     with stores.write_store() as store:
-        sid = lib.find_session(store, session)
+        sid = lib.find_session_exact(store, session)
         row = lib.require_session(store, sid)
         label = f"'{sid}'" + (f" ({row['title']})" if row.get("title") else "")
         pinned = " (it is PINNED)" if row.get("pinned") else ""
@@ -675,7 +676,7 @@ def delete(session: SessionRef, yes: YesFlag = False) -> None:
     ],
 )
 def rename(
-    session: SessionRef,
+    session: ExactSessionRef,
     title: Annotated[list[str], typer.Argument(metavar="TITLE", help="The new title.")],
 ) -> None:
     """Give a session a new (unique) title; an empty title clears it."""
@@ -684,7 +685,7 @@ def rename(
 
     text = " ".join(title)
     with stores.write_store() as store:
-        sid = lib.find_session(store, session)
+        sid = lib.find_session_exact(store, session)
         stored = lib.set_session_title(store, sid, text)
     if stored is None:
         render.echo(f"Session '{sid}' title cleared.")
@@ -693,7 +694,8 @@ def rename(
 
 
 SessionRefs = Annotated[
-    list[str], typer.Argument(metavar="ID...", help="Session ids, unique id prefixes or titles.")
+    list[str],
+    typer.Argument(metavar="ID...", help="Session ids, unique id prefixes or exact titles."),
 ]
 
 
@@ -711,7 +713,7 @@ def _set_flag(refs: list[str], flag: str, value: bool) -> None:
         ("archived", False): "Unarchived",
     }[(flag, value)]
     with stores.write_store() as store:
-        rows = [lib.require_session(store, lib.find_session(store, ref)) for ref in refs]
+        rows = [lib.require_session(store, lib.find_session_exact(store, ref)) for ref in refs]
         for row in dict((r["id"], r) for r in rows).values():
             sid = row["id"]
             label = f" ({render.visible(row['title'], newlines=False)})" if row.get("title") else ""

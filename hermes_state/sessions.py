@@ -247,6 +247,34 @@ def find_session(store: Store, ref: str) -> str:
     return found
 
 
+def find_session_exact(store: Store, ref: str) -> str:
+    """Resolve the session an edit or a deletion acts on: its id, a unique id prefix, or its
+    exact title — nothing looser. Anything else raises SessionNotFoundError naming candidates.
+
+    Reading may be fuzzy (:func:`find_session` follows a title's lineage to its newest
+    session); changing or destroying must name exactly one session.
+    """
+    found = resolve_session_id(store, ref)  # an ambiguous prefix raises, listing its matches
+    if found is not None:
+        return found
+    row = store.conn.execute(
+        "SELECT id FROM sessions WHERE title = ?", (bindable(ref),)
+    ).fetchone()
+    if row is not None:
+        return str(row[0])
+    clean = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None
+    near = store.conn.execute(
+        "SELECT id, title FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\' "
+        "ORDER BY started_at DESC LIMIT 5",
+        (clean, _escape_like(clean or ref) + " #%"),
+    ).fetchall()
+    hint = "; similar: " + ", ".join(f"{r[0]} ({r[1]})" for r in near) if near else ""
+    raise SessionNotFoundError(
+        f"No session has the id, id prefix or exact title '{ref}'{hint}",
+        hint="Name the session by its id (see: hermes sessions list).",
+    )
+
+
 # --- titles ---------------------------------------------------------------------------------
 
 _TITLE_STRIP_RE = re.compile(

@@ -438,7 +438,7 @@ def test_archive_hides_from_list_and_unarchive_brings_it_back(sample: Path) -> N
 def test_pin_with_an_unknown_id_changes_nothing_and_exits_1(sample: Path) -> None:
     result = run("sessions", "pin", DOCKER, "no-such-session")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: No session matches 'no-such-session'")
+    assert result.stderr.startswith("Error: No session has the id, id prefix or exact title 'no-such")
     assert flags(DOCKER) == (0, 0)
 
 
@@ -588,3 +588,33 @@ def test_prune_since_and_exclude_source_narrow_what_is_deleted(sample: Path) -> 
 def test_a_bad_since_is_a_usage_error_naming_the_flag(sample: Path, command: str) -> None:
     result = run("sessions", command, "--since", "lately")
     assert result.exit_code == 2 and "--since" in result.stderr and "2w" in result.stderr
+
+
+# --- edits act on exactly one session (issue 14) ------------------------------------------------
+
+
+def test_rename_by_a_lineage_title_is_refused_naming_the_numbered_session(sample: Path) -> None:
+    from hermes_state.db import SessionDB
+
+    with SessionDB(sample) as db:
+        db.set_session_title("20261122_101500_e11b20", None)  # "Refactor search module" is gone
+    result = run("sessions", "rename", "Refactor search module", "X")
+    assert result.exit_code == 1
+    assert "20261122_113000_e11b21" in result.stderr  # the "#2" is named as a candidate
+    with SessionDB(sample) as db:
+        assert db.get_session_title("20261122_113000_e11b21") == "Refactor search module #2"
+
+
+def test_delete_by_exact_title_deletes_that_session_only(sample: Path) -> None:
+    result = run("sessions", "delete", "Refactor search module", "--yes")
+    assert result.exit_code == 0, result.stderr
+    shown = run("sessions", "show", "20261122_113000_e11b21")
+    assert shown.exit_code == 0  # "#2" is still there
+    gone = run("sessions", "show", "20261122_101500_e11b20")
+    assert gone.exit_code == 1
+
+
+def test_an_ambiguous_prefix_is_refused_with_its_candidates(sample: Path) -> None:
+    result = run("sessions", "delete", "2026112", "--yes")
+    assert result.exit_code == 1
+    assert "20261120_160245_c3f871" in result.stderr and "more than one" in result.stderr
