@@ -103,7 +103,7 @@ _hermes() {
         "restore") opts="--yes -y --force -h --help -p --profile" ;;
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
         "sessions list") opts="--source --exclude-source --since --until --limit --offset --archived --sort --all-profiles --format --json --color --no-pager -h --help -p --profile" ;;
-        "sessions search") opts="--source --exclude-source --role --since --until --limit --sort --format --json --color --no-pager -h --help -p --profile" ;;
+        "sessions search") opts="--source --exclude-source --role --since --until --limit --sort --all --complete --format --json --color --no-pager -h --help -p --profile" ;;
         "sessions browse") opts="--source --role --since --print --print-id -h --help -p --profile" ;;
         "sessions show") opts="--all --tail --role --reasoning --format --json --color --no-pager -h --help -p --profile"; kind="ids" ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than -h --help -p --profile" ;;

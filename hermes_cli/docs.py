@@ -636,9 +636,12 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
     ),
     (
         "sessions search",
-        '{"query": Q, "ordering": O, "partial": B, "hits": [HIT...]}; ordering is rank, '
-        "rank_recent (BM25 over the newest matches of a huge match set), newest or oldest; "
-        "partial is true when a bounded scan stopped early. Records: HIT.",
+        '{"query": Q, "ordering": O, "route": R, "partial": B, "ranked": N, "examined": N, '
+        '"candidates": N, "searched_back_to": T, "hits": [HIT...]}; ordering is rank (BM25 '
+        "over every match), rank_recent (BM25 over the newest `ranked` matches; more exist), "
+        "newest or oldest; route is word, cjk, trigram, scan or none; partial is true when the "
+        "search stopped at its work budget, having examined `examined` of `candidates` "
+        "candidate messages back to `searched_back_to` (null otherwise). Records: HIT.",
     ),
     (
         "sessions show",

@@ -46,13 +46,18 @@ def version_text() -> str:
 
 
 def exit_code_for(exc: BaseException) -> int:
-    """Map an expected failure to its exit code: 75 store busy, 2 bad profile name, else 1."""
-    from hermes_state.errors import InvalidProfileNameError, StoreBusyError, StoreLockedError
+    """Map an expected failure to its exit code: 75 store busy, 2 a bad argument, else 1."""
+    from hermes_state.errors import (
+        InvalidProfileNameError,
+        SortUnavailableError,
+        StoreBusyError,
+        StoreLockedError,
+    )
 
     if isinstance(exc, StoreLockedError | StoreBusyError):
         return EXIT_BUSY
-    if isinstance(exc, InvalidProfileNameError):
-        return EXIT_USAGE  # a malformed or reserved name is a bad argument
+    if isinstance(exc, InvalidProfileNameError | SortUnavailableError):
+        return EXIT_USAGE  # a malformed name, or a sort the query cannot have
     return EXIT_FAILURE
 
 

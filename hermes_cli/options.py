@@ -23,6 +23,7 @@ WHEN_HELP = "WHEN: a duration back from now (7d, 12h, 2w) or an ISO date (2026-0
 ID_HELP = "Session id, unique id prefix, or title."
 EXACT_ID_HELP = "Session id, unique id prefix, or exact title (never a lineage's newest)."
 ROLES = ("user", "assistant", "tool", "system")
+UNLIMITED = 2**31  # what --limit 0 asks for
 
 
 def validate_age(value: str | None) -> str | None:
@@ -36,6 +37,14 @@ def validate_age(value: str | None) -> str | None:
             f"{value!r} is not an age or a date; use {ACCEPTED_FORMS}"
         ) from None
     return value
+
+
+def validate_roles(values: list[str] | None) -> list[str] | None:
+    """Reject, at parse time, a --role that no message can have (exit 2)."""
+    for value in values or ():
+        if value not in ROLES:
+            raise typer.BadParameter(f"{value!r} is not a role; roles are {', '.join(ROLES)}")
+    return values
 
 
 def cutoff(value: str | None) -> float | None:
@@ -87,6 +96,7 @@ Roles = Annotated[
     typer.Option(
         "--role",
         metavar="R",
+        callback=validate_roles,
         help="Only messages of role R: user, assistant, tool, system (repeatable).",
     ),
 ]

@@ -402,7 +402,7 @@ def more_rows_hint(shown: int, offset: int, total: int, limit: int) -> None:
     if offset + shown < total:
         echo(
             f"Showing {offset + 1}-{offset + shown} of {total} sessions; "
-            f"see more with --offset {offset + shown} or --limit {limit * 2}.",
+            f"see more with --offset {offset + shown}, --limit {limit * 2}, or --limit 0 for all.",
             err=True,
         )
 
@@ -453,6 +453,29 @@ def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | No
             lines = wrap_pieces(pieces, settings.width - len(SNIPPET_INDENT))
         for line in lines:
             _write(SNIPPET_INDENT + paint_pieces(line, settings) + "\n")
+
+
+def search_notes(result: Any, *, sort: str) -> None:
+    """Say on stderr when hits are not the whole answer: budget cut, or ranked among the newest."""
+    if result.partial:
+        back = (
+            f" (back to {local_time(result.searched_back_to)})" if result.searched_back_to else ""
+        )
+        echo(
+            f"Note: partial result: the search stopped at its work budget after examining "
+            f"{result.examined or 0:,} of {result.candidates or 0:,} candidate messages{back}; "
+            "--all examines them all.",
+            err=True,
+        )
+    elif result.ordering == "rank_recent":
+        echo(
+            f"Note: ranked among the newest {result.ranked:,} matches; older matches were not "
+            "ranked (--all ranks every match).",
+            err=True,
+        )
+    elif result and sort == "rank" and result.ordering == "newest":
+        kind = "substring" if result.route == "trigram" else "scanned"
+        echo(f"Note: newest first: {kind} matches have no relevance rank.", err=True)
 
 
 def content_text(content: Any) -> str:

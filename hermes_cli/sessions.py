@@ -20,6 +20,7 @@ import typer
 from hermes_cli import output, records, render
 from hermes_cli.options import (
     AGE_HELP,
+    UNLIMITED,
     ColorOption,
     ExactSessionRef,
     ExcludeSources,
@@ -37,6 +38,7 @@ from hermes_cli.options import (
     since_option,
     until_option,
     validate_age,
+    validate_roles,
 )
 
 app = typer.Typer(
@@ -122,7 +124,8 @@ def list_sessions(
     since: Annotated[str | None, since_option("sessions started")] = None,
     until: Annotated[str | None, until_option("sessions started")] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=0, metavar="N", help="Show at most N sessions.")
+        int,
+        typer.Option("--limit", min=0, metavar="N", help="Show at most N sessions (0: all)."),
     ] = 20,
     offset: Annotated[
         int, typer.Option("--offset", min=0, metavar="N", help="Skip the first N sessions.")
@@ -153,6 +156,7 @@ def list_sessions(
     from hermes_state.errors import StoreNotFoundError
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
+    limit = limit or UNLIMITED
     filters = {
         "sources": source or None,
         "exclude_sources": exclude_source or None,
@@ -177,6 +181,7 @@ def list_sessions(
     else:
         try:
             with stores.read_store() as store:
+                _check_sources(store, source)
                 rows, total = _list_one(
                     stores.profile_name(), store, filters=filters, limit=limit, offset=offset
                 )
@@ -209,8 +214,13 @@ def list_sessions(
     ],
 )
 def search(
-    query: Annotated[
-        str, typer.Argument(metavar="QUERY", help='Words, "a phrase", prefix*, or CJK text.')
+    words: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="QUERY...",
+            help='Words (all must match), "a phrase", prefix*, OR, NOT, or CJK text.',
+            show_default=False,
+        ),
     ],
     source: Sources = None,
     exclude_source: ExcludeSources = None,
@@ -218,11 +228,28 @@ def search(
     since: Annotated[str | None, since_option("messages sent")] = None,
     until: Annotated[str | None, until_option("messages sent")] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, metavar="N", help="Show at most N hits.")
+        int, typer.Option("--limit", min=0, metavar="N", help="Show at most N hits (0: all).")
     ] = 20,
     sort: Annotated[
-        SearchSort, typer.Option("--sort", help="Best match first, or newest, or oldest.")
-    ] = SearchSort.rank,
+        SearchSort | None,
+        typer.Option(
+            "--sort",
+            help="Best match first (the default; substring and scanned matches come newest "
+            "first), or newest, or oldest. An explicit --sort rank is refused for matches "
+            "that cannot be ranked.",
+            show_default=False,
+        ),
+    ] = None,
+    complete: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            "--complete",
+            help="Examine every message and rank every match. By default a search stops at "
+            "a work budget (about 200,000 candidates) and ranks the newest 2,000 matches; "
+            "the output says when it did.",
+        ),
+    ] = False,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     color: ColorOption = output.ColorMode.auto,
@@ -231,44 +258,75 @@ def search(
     """Search message text (read-only); matches are highlighted.
 
     Each hit is a block: `id · title · role · when`, then the snippet wrapped to the terminal.
+    Notes on stderr say when the hits are not the whole answer: a search stopped at its work
+    budget, or ranked among the newest matches only.
     """
     from hermes_cli import pager, stores
     from hermes_state import search as lib
     from hermes_state.errors import StoreNotFoundError
 
+    query = " ".join(words)
     settings = _setup(fmt, as_json, color, pager=not no_pager)
     try:
         with stores.read_store() as store:
+            _check_sources(store, source)
             hits = lib.search_messages(
                 store,
                 query,
                 source_filter=source or None,
                 exclude_sources=exclude_source or None,
                 role_filter=role or None,
-                limit=limit,
-                sort=sort.value,
+                limit=limit or UNLIMITED,
+                sort=(sort or SearchSort.rank).value,
                 after=cutoff(since),
                 before=cutoff(until),
+                complete=complete,
+                strict_sort=sort is not None,
             )
             titles = _titles(store, {h["session_id"] for h in hits})
     except StoreNotFoundError:
-        hits, titles = lib.SearchResult(), {}
+        hits, titles = lib.SearchResult(route="none"), {}
     shaped = [records.hit(h, titles.get(h["session_id"])) for h in hits]
     document = {
         "query": query,
-        "ordering": getattr(hits, "ordering", sort.value),
-        "partial": bool(getattr(hits, "partial", False)),
+        "ordering": hits.ordering,
+        "route": hits.route,
+        "partial": hits.partial,
+        "ranked": hits.ranked,
+        "examined": hits.examined,
+        "candidates": hits.candidates,
+        "searched_back_to": hits.searched_back_to,
         "hits": shaped,
     }
+    render.search_notes(hits, sort=(sort or SearchSort.rank).value)
     if output.emit(settings, document, shaped, records.HIT_KEYS):
         return
-    if getattr(hits, "partial", False):
-        render.warn("the search stopped early; some older messages were not examined.")
     if not hits:
         render.echo(f"No messages match {query!r}.")
         return
     with pager.paging(settings):
         render.search_hits(hits, titles)
+
+
+def _check_sources(store: Any, sources: list[str] | None) -> None:
+    """Refuse a --source no session of this store has, naming the sources it does have."""
+    import difflib
+
+    from hermes_state import sessions as lib
+
+    if not sources:
+        return
+    known = lib.distinct_sources(store)
+    unknown = [s for s in sources if s not in known]
+    if not unknown:
+        return
+    close = difflib.get_close_matches(unknown[0], known, n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    have = ", ".join(known) if known else "no sessions yet"
+    raise typer.BadParameter(
+        f"no session comes from {unknown[0]!r}{guess}; this store has: {have}",
+        param_hint="'--source'",
+    )
 
 
 def _titles(store: Any, session_ids: set[str]) -> dict[str, str | None]:
@@ -325,7 +383,10 @@ def browse(
     role: Annotated[
         list[str] | None,
         typer.Option(
-            "--role", metavar="R", help="Only role R: user, assistant, tool (repeatable)."
+            "--role",
+            metavar="R",
+            callback=validate_roles,
+            help="Only role R: user, assistant, tool (repeatable).",
         ),
     ] = None,
     since: Annotated[
@@ -521,6 +582,7 @@ def export(
     stdout = output.terminal_safe(sys.stdout, markdown=fmt is ExportFormat.md)
     try:
         with stores.read_store() as store:
+            _check_sources(store, source)
             ids = [lib.find_session(store, ref) for ref in session_ids] if session_ids else None
             records_iter = portability.export_all(
                 store,
@@ -793,6 +855,7 @@ def prune(
     sources, excluded, started_after = source or None, exclude_source or None, cutoff(since)
     opener = stores.read_store if dry_run else stores.write_store  # a preview never writes
     with opener() as store:
+        _check_sources(store, sources)
         with render.progress("Finding sessions to prune"):
             preview = maintenance.prune_sessions(
                 store,

@@ -642,10 +642,12 @@ class SessionDB:
         *,
         after_ts: float | None = None,
         before_ts: float | None = None,
+        complete: bool = False,
     ) -> search.SearchResult:
         """Search message text; the result list says which ordering and route were used.
 
-        ``after_ts``/``before_ts`` (epoch seconds) keep messages written in [after, before).
+        ``after_ts``/``before_ts`` (epoch seconds) keep messages written in [after, before);
+        ``complete=True`` examines every candidate and ranks every match (no work budget).
         """
         return search.search_messages(
             self.store,
@@ -659,6 +661,7 @@ class SessionDB:
             include_inactive=include_inactive,
             after=after_ts,
             before=before_ts,
+            complete=complete,
         )
 
     def count_matches(self, query: str, **options: Any) -> search.MatchCount:

@@ -116,6 +116,12 @@ class InvalidTitleError(HermesStateError, ValueError):
     hint = "Titles are at most 100 characters."
 
 
+class SortUnavailableError(HermesStateError, ValueError):
+    """A search asked for relevance order where its matches have none (substring or scan)."""
+
+    hint = "Use --sort newest or --sort oldest (the default order falls back to newest by itself)."
+
+
 class LedgerBusyError(HermesStateError):
     """A session still has open runtime-ledger work and cannot be deleted."""
 

@@ -1,4 +1,4 @@
-"""Message search: the FTS5 query sanitizer and search_messages with its index routing.
+"""Message search: routing a query to an index, walking its candidates within a work budget.
 
 Routing (see also :mod:`hermes_state.fts`):
 
@@ -8,29 +8,33 @@ Routing (see also :mod:`hermes_state.fts`):
 - zero word hits, or a query the word index cannot serve (``ocker`` inside ``docker``, emoji),
   goes to ``messages_fts_trigram`` (non-tool rows) when each OR-group has a positive term with a
   literal piece of 3+ characters; the other terms are checked exactly on its candidates;
-- otherwise, and for stores whose indexes are stale, a LIKE scan over at most ``SCAN_CAP`` rows.
+- otherwise, and for stores whose indexes are stale, a LIKE scan of the messages.
+
+Rows an index does not hold yet (a chunked rebuild's ``(progress, high_water]`` window, CJK rows
+above the catch-up mark) are scanned as part of the same walk, so each hit appears once.
+
+**The walk.** A route is a set of candidate sources (index lookups and LIKE scans). They are
+walked together by message id, newest first (oldest first for ``sort="oldest"``), in id windows
+that double in size (up to ``MAX_WINDOW_IDS``), with every filter applied inside the SQL of
+each window. The walk stops when it has the hits it needs, when every candidate was examined, or
+when the work budget is spent:
+``SEARCH_BUDGET_STEPS`` SQLite VM steps (about 200,000 candidates here), counted by a progress
+handler. Steps, not seconds, so the same store and query always give the same hits. A walk cut
+by the budget is ``partial``: the result says how far it got (``examined`` of ``candidates``,
+back to ``searched_back_to``). ``complete=True`` walks to the end.
+
+**Ordering.** BM25 costs little per row scored, but ranking every match of a common word means
+scoring all of them (~0.9 s for half of 1 M rows). So ``sort="rank"`` collects the newest
+``RANK_CANDIDATES`` matches (filters applied) and ranks those: ``rank`` when that is every match,
+``rank_recent`` when more exist (``ranked`` says how many were ranked). ``complete=True`` ranks
+every match. The trigram and scan routes cannot rank: their hits come newest first, and
+``strict_sort=True`` turns that into :class:`SortUnavailableError` instead.
 
 Hits carry the documented ``HIT_KEYS``; ``context`` lists the visible messages (same visibility
 rules as the hits) just before and after the hit in its session, each ``{id, role, content}``
 with content cut to ``CONTEXT_CHARS``. A prefix shorter than ``MIN_PREFIX_CHARS`` (``th*``) is
-searched as a word, and prefix queries are ordered newest first: FTS5 expands a prefix by merging
-the doclists of every matching term, once per statement (``the*`` still costs ~250 ms at 1 M
-messages; a prefix index would double the word index).
-
-Every index route runs under a time budget (``INDEX_BUDGET_S``, enforced by an SQLite progress
-handler): a filter that rejects nearly every match of a huge match set would otherwise walk the
-whole doclist, so past the budget the search falls back to the bounded scan and says ``partial``.
-
-Rows an index does not hold yet (a chunked rebuild's ``(progress, high_water]`` window, CJK rows
-above the catch-up mark) are found by a bounded scan of exactly that window, so each hit appears
-once.
-
-Ordering (reported as ``SearchResult.ordering``) stays fast on huge match sets. BM25 costs little
-per row scored, but its IDF step reads every match of every phrase in the query, whatever rows are
-scored (ranking "the" costs 33 ms at 1 M messages even for 100 rows). So each phrase's matches are
-counted up to a shared ``RANK_DOCLIST_BUDGET``: within it, a query with at most ``RANK_CANDIDATES``
-matches is ranked over all of them (``rank``), a larger one over its newest ``RANK_CANDIDATES``
-matches (``rank_recent``); beyond the budget the newest matches are returned (``newest``).
+searched as a word. FTS5 expands a prefix by merging the doclists of every matching term, once per
+statement, so a prefix query walks in two windows (the newest, then all the rest).
 """
 
 from __future__ import annotations
@@ -45,25 +49,35 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermes_state import cjk, fts
-from hermes_state.errors import is_corruption_error, is_lock_error
+from hermes_state.errors import SortUnavailableError, is_corruption_error, is_lock_error
+from hermes_state.query import (
+    MAX_QUERY_CHARS as MAX_QUERY_CHARS,
+    MIN_PREFIX_CHARS as MIN_PREFIX_CHARS,
+    Query,
+    Term,
+    parse_query as parse_query,
+    query_like,
+    sanitize_fts5_query as sanitize_fts5_query,
+    tame_prefixes,
+    term_like,
+)
 from hermes_state.text import scrub_surrogates
 
 if TYPE_CHECKING:
     from hermes_state.connection import Store
 
-MAX_QUERY_CHARS = 2048
 RANK_CANDIDATES = 2000  # larger match sets are ranked among their newest N matches
+SEARCH_BUDGET_STEPS = 2_000_000  # SQLite VM steps one search may spend (~200,000 candidates)
+PROGRESS_STEPS = 1000  # VM steps between progress-handler calls
+FIRST_WINDOW_IDS = 1024  # the walk's first id window; each next one is twice as large...
+MAX_WINDOW_IDS = 65_536  # ...up to this: a budget cut loses at most one window's progress
 COUNT_CAP = 10_000_000  # count_matches stops counting here
 COUNT_BUDGET_S = 1.0  # count_matches gives up after this long
-RANK_DOCLIST_BUDGET = 150_000  # BM25 only while its phrases match at most this many rows
-SCAN_CAP = 20_000  # rows a LIKE scan may examine
-INDEX_BUDGET_S = 0.05  # index routes over this fall back to the bounded scan (partial)
-PROGRESS_STEPS = 20_000  # SQLite VM steps between deadline checks
+HITS_PER_STATEMENT = 500  # hits loaded per statement (SQLite caps bound parameters)
 SNIPPET_TOKENS = 40
 SNIPPET_CHARS = 120
 CONTEXT_CHARS = 200
 TRIGRAM_MIN_CHARS = 3
-MIN_PREFIX_CHARS = 3  # a shorter prefix merges the doclists of a large part of the vocabulary
 SORTS = ("rank", "newest", "oldest")
 HIT_KEYS = (
     "id",
@@ -78,154 +92,8 @@ HIT_KEYS = (
     "context",
 )
 
-_OPERATORS = frozenset({"AND", "OR", "NOT"})
-_KEYWORDS = frozenset({"AND", "OR", "NOT", "NEAR"})
-_JOINERS = "-._"
 _STRUCTURED_PREFIX = "\x00json:"  # upstream's marker for structured (multimodal) content
-
-
-# --- query parsing and the sanitizer -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Term:
-    """One search term: a word or a quoted phrase, maybe a prefix, maybe negated (NOT)."""
-
-    text: str
-    phrase: bool = False
-    prefix: bool = False
-    negated: bool = False
-
-    @property
-    def searchable(self) -> bool:
-        """Tell whether the word index can match this term (it has a letter or digit)."""
-        return any(ch.isalnum() for ch in self.text)
-
-    def fts(self) -> str:
-        """Render the term as FTS5 query syntax (quoted unless it is a plain bareword)."""
-        text = self.text
-        quote = self.phrase or any(c in text for c in _JOINERS) or text.upper() in _KEYWORDS
-        out = '"' + text.replace('"', '""') + '"' if quote else text
-        return out + "*" if self.prefix else out
-
-
-@dataclass(frozen=True)
-class Query:
-    """A parsed query: OR-groups of AND-ed terms (FTS5 precedence: NOT > AND > OR)."""
-
-    groups: tuple[tuple[Term, ...], ...] = ()
-
-    def terms(self) -> list[Term]:
-        """Return every term, in order."""
-        return [t for g in self.groups for t in g]
-
-    @property
-    def has_cjk(self) -> bool:
-        """Tell whether any term contains a CJK word (CJK punctuation alone does not count)."""
-        return any(cjk.cjk_runs(t.text) for t in self.terms())
-
-    def fts(self) -> str:
-        """Render the query for FTS5 ('' when nothing in it can be matched by words)."""
-        parts = []
-        for group in self.groups:
-            pos = [t.fts() for t in group if not t.negated and t.searchable]
-            neg = [t.fts() for t in group if t.negated and t.searchable]
-            if pos:
-                parts.append(" ".join(pos) + "".join(f" NOT {n}" for n in neg))
-        return " OR ".join(parts)
-
-
-def _clean(text: str) -> str:
-    """Cap the query length and blank out what can never be query syntax."""
-    text = text[:MAX_QUERY_CHARS]
-    # Lone surrogates cannot be bound by sqlite3; control characters are never query syntax.
-    return "".join(
-        " " if (ch < " " or ch == "\x7f") else ch for ch in text if not ("\ud800" <= ch <= "\udfff")
-    )
-
-
-def _split_word(raw: str) -> list[tuple[str, str, bool]]:
-    """Split an unquoted chunk into ("op", OP, False) and ("word", text, prefix) tokens."""
-    # Operator punctuation becomes a space; letters, digits, non-ASCII, joiners and '*' stay.
-    kept = "".join(
-        ch if (ord(ch) > 127 or ch.isalnum() or ch in _JOINERS or ch == "*") else " " for ch in raw
-    )
-    out: list[tuple[str, str, bool]] = []
-    for piece in kept.split():
-        if piece in _OPERATORS:
-            out.append(("op", piece, False))
-            continue
-        parts = piece.split("*")
-        for i, part in enumerate(parts):
-            word = part.strip(_JOINERS)
-            if word:  # a '*' with no word before it is stray and dropped
-                out.append(("word", word, i < len(parts) - 1))
-    return out
-
-
-def _tokens(text: str) -> list[tuple[str, str, bool]]:
-    """Scan text into operator, word and phrase tokens (unbalanced quotes dropped)."""
-    tokens: list[tuple[str, str, bool]] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            end = text.find('"', i + 1)
-            if end == -1:
-                i += 1  # an unbalanced quote is dropped
-                continue
-            inner = text[i + 1 : end]
-            i = end + 1
-            prefix = i < n and text[i] == "*"
-            while i < n and text[i] == "*":
-                i += 1
-            tokens.append(("phrase", inner, prefix))
-        elif ch.isspace():
-            i += 1
-        else:
-            j = i
-            while j < n and not text[j].isspace() and text[j] != '"':
-                j += 1
-            tokens.extend(_split_word(text[i:j]))
-            i = j
-    return tokens
-
-
-def _dangling(token: tuple[str, str, bool]) -> bool:
-    """Tell whether a token is an operator that would dangle at either end of the query."""
-    kind, text, prefix = token
-    return kind == "op" or (kind == "word" and not prefix and text.upper() in _OPERATORS)
-
-
-def parse_query(text: str) -> Query:
-    """Parse user text into a Query, applying the sanitizer's rules."""
-    tokens = _tokens(_clean(text or ""))
-    while tokens and _dangling(tokens[0]):
-        tokens.pop(0)
-    while tokens and _dangling(tokens[-1]):
-        tokens.pop()
-    groups: list[list[Term]] = []
-    pending: str | None = None
-    for kind, value, prefix in tokens:
-        if kind == "op":
-            pending = value  # of several operators in a row, the last one counts
-            continue
-        if kind == "phrase" and not value.strip():
-            pending = None
-            continue
-        term = Term(value, phrase=kind == "phrase", prefix=prefix, negated=pending == "NOT")
-        if not groups or pending == "OR":
-            groups.append([])
-        if not groups[-1] and term.negated:
-            term = Term(term.text, phrase=term.phrase, prefix=term.prefix)
-        groups[-1].append(term)
-        pending = None
-    return Query(tuple(tuple(g) for g in groups if g))
-
-
-def sanitize_fts5_query(text: str) -> str:
-    """Turn any user text into a valid FTS5 query, or '' when nothing searchable is left."""
-    return parse_query(text).fts()
+_Sql = tuple[str, tuple[Any, ...]]
 
 
 # --- results --------------------------------------------------------------------------------
@@ -234,11 +102,13 @@ def sanitize_fts5_query(text: str) -> str:
 class SearchResult(list[dict[str, Any]]):
     """The hits of a search (dicts with HIT_KEYS), plus how they were found.
 
-    ``ordering``: "rank" (BM25 over all matches), "rank_recent" (BM25 over the newest
-    RANK_CANDIDATES matches; the match set was larger), "newest" or "oldest" (by message id;
-    also used when ranking would be too slow, or the route cannot rank).
-    ``route``: "word", "cjk", "trigram" or "scan". ``partial``: some rows that could match were
-    not examined (a bounded scan stopped at SCAN_CAP rows).
+    ``ordering``: "rank" (BM25 over every match), "rank_recent" (BM25 over the newest ``ranked``
+    matches; more exist), "newest" or "oldest" (by message id).
+    ``route``: "word", "cjk", "trigram", "scan" or "none".
+    ``partial``: the work budget stopped the search before it examined every candidate and
+    before it had the hits asked for; then ``examined`` of ``candidates`` were examined (the
+    candidates an index or scan offered, before filters), every one sent at or after
+    ``searched_back_to`` (a message timestamp; before it for sort="oldest").
     """
 
     def __init__(
@@ -248,12 +118,20 @@ class SearchResult(list[dict[str, Any]]):
         ordering: str = "rank",
         route: str = "word",
         partial: bool = False,
+        ranked: int | None = None,
+        examined: int | None = None,
+        candidates: int | None = None,
+        searched_back_to: float | None = None,
     ) -> None:
         """Wrap the hits with how they were found."""
         super().__init__(hits)
         self.ordering = ordering
         self.route = route
         self.partial = partial
+        self.ranked = ranked
+        self.examined = examined
+        self.candidates = candidates
+        self.searched_back_to = searched_back_to
 
 
 @dataclass(frozen=True)
@@ -261,8 +139,7 @@ class MatchCount:
     """How many messages a query matches with its filters, as count_matches found.
 
     ``count`` is None when counting took longer than its budget (or was stopped).
-    ``complete`` is False when the count is only a lower bound: the cap was reached, or rows a
-    bounded scan would have to examine were left out (``partial`` in the search result).
+    ``complete`` is False when the count is only a lower bound (the cap was reached).
     """
 
     count: int | None
@@ -270,26 +147,17 @@ class MatchCount:
     route: str
 
 
-@dataclass
-class _Found:
-    """Ids found by one route, best first, and how to make their snippets."""
-
-    ids: list[int]
-    ordering: str
-    route: str
-    partial: bool = False
-    snippet_table: str | None = None  # FTS table whose snippet() serves these ids
-    snippet_match: str = ""
-    scanned: set[int] = field(default_factory=set)  # ids found by a scan (python snippets)
-
-
 @dataclass(frozen=True)
 class _Filters:
-    """SQL conditions on messages (alias m) and sessions (alias s) shared by every route."""
+    """SQL conditions on a candidate message (alias m) that every source applies.
+
+    Conditions on the hit's session are subqueries evaluated once per statement, never a join:
+    a join lets SQLite's planner start from the sessions side and revisit every message of the
+    chosen sessions for each candidate.
+    """
 
     sql: str
     params: tuple[Any, ...]
-    needs_session: bool
     visible: str  # the visibility condition alone, on alias p (context rows)
     roles: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
@@ -306,7 +174,49 @@ class _Indexes:
     gap: tuple[int, int] | None  # (progress, high_water]: not in word/trigram
     cjk_high_water: int
     cjk_pending: int
+    min_id: int
     max_id: int
+
+
+@dataclass(frozen=True)
+class _Source:
+    """One stream of candidate rows, walked by id: an FTS lookup, or a LIKE scan of messages.
+
+    ``match`` selects candidates in ``table`` (None: every message); ``check`` is what each
+    candidate must also satisfy. ``window`` (low, high] restricts a scan to the rows an index
+    lacks.
+    """
+
+    table: str | None
+    match: _Sql
+    check: _Sql = ("1", ())
+    window: tuple[int, int] | None = None
+    rankable: bool = False  # BM25 over this table means something (word and CJK indexes)
+    prefix: bool = False  # FTS5 re-merges prefix doclists for every statement
+
+
+@dataclass
+class _Route:
+    """The sources that serve a query, and how their hits get snippets."""
+
+    name: str
+    sources: list[_Source]
+    snippet_table: str | None = None  # FTS table whose snippet() serves its own hits
+    snippet_match: str = ""
+
+
+@dataclass
+class _Walk:
+    """What a walk found: ids in walk order, and how far it got."""
+
+    ids: list[int]
+    by_source: dict[int, int]  # id -> index of the first source that found it
+    exhausted: bool  # every candidate was examined
+    stopped: bool = False  # the budget stopped it first
+    reached: int | None = None  # stopped: ids beyond this one (in walk order) were all examined
+
+
+# --- filters and indexes --------------------------------------------------------------------
 
 
 def _as_list(value: Iterable[str] | str | None) -> list[str]:
@@ -315,6 +225,15 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
         return []
     values = [value] if isinstance(value, str) else [v for v in value if isinstance(v, str)]
     return [scrub_surrogates(v) for v in values]
+
+
+def _in_sessions(where: str, keep: bool) -> str:
+    """Return a condition: the message's session is (keep) or is not among sessions WHERE where.
+
+    A message whose session row is missing is never "in", so "not in" keeps it.
+    """
+    subquery = f"m.session_id IN (SELECT id FROM sessions WHERE {where})"
+    return subquery if keep else f"({subquery}) IS NOT 1"
 
 
 def _filters(
@@ -329,7 +248,7 @@ def _filters(
     archived: bool | None = None,
     pinned: bool | None = None,
 ) -> _Filters:
-    """Build the filter conditions every route applies to candidate rows."""
+    """Build the filter conditions every source applies to candidate rows."""
     cols = set(store.columns("messages"))
     visible = []
     if not include_inactive and {"active", "compacted"} <= cols:
@@ -344,10 +263,10 @@ def _filters(
         _as_list(role_filter),
     )
     if sources:
-        conds.append(f"s.source IN ({','.join('?' * len(sources))})")
+        conds.append(_in_sessions(f"source IN ({','.join('?' * len(sources))})", True))
         params += sources
     if excluded:
-        conds.append(f"(s.source IS NULL OR s.source NOT IN ({','.join('?' * len(excluded))}))")
+        conds.append(_in_sessions(f"source IN ({','.join('?' * len(excluded))})", False))
         params += excluded
     if roles:
         conds.append(f"m.role IN ({','.join('?' * len(roles))})")
@@ -358,12 +277,10 @@ def _filters(
     if before is not None:
         conds.append("m.timestamp < ?")
         params.append(float(before))
-    flags = _session_flags(set(store.columns("sessions")), archived, pinned)
-    conds += flags
+    conds += _session_flags(set(store.columns("sessions")), archived, pinned)
     return _Filters(
         sql=" AND ".join(conds) or "1",
         params=tuple(params),
-        needs_session=bool(sources or excluded or flags),
         visible=" AND ".join(v.format(a="p") for v in visible) or "1",
         roles=tuple(roles),
         sources=tuple(sources),
@@ -377,7 +294,7 @@ def _session_flags(cols: set[str], archived: bool | None, pinned: bool | None) -
         if wanted is None:
             continue
         if column in cols:
-            conds.append(f"COALESCE(s.{column}, 0) {'<>' if wanted else '='} 0")
+            conds.append(_in_sessions(f"COALESCE({column}, 0) <> 0", wanted))
         elif wanted:
             conds.append("0")  # a layout without the column has no such sessions
     return conds
@@ -387,6 +304,7 @@ def _indexes(conn: sqlite3.Connection) -> _Indexes:
     """Report which indexes can serve this store and the id windows they lack."""
     idx = fts.indexes(conn)
     cjk_state = cjk.status(conn)
+    low = conn.execute("SELECT min(id) FROM messages").fetchone()[0]
     return _Indexes(
         stale=idx.stale,
         word=idx.word if idx.word is not None and idx.word.flavor != "foreign" else None,
@@ -397,228 +315,36 @@ def _indexes(conn: sqlite3.Connection) -> _Indexes:
         gap=idx.gap,
         cjk_high_water=cjk_state.high_water,
         cjk_pending=cjk_state.pending,
+        min_id=int(low or 1),
         max_id=idx.max_id,
     )
 
 
-# --- LIKE predicates ------------------------------------------------------------------------
+# --- routes: which sources serve a query ----------------------------------------------------
 
 
-def _like_pattern(text: str) -> str:
-    """Return a LIKE pattern (ESCAPE '\\') matching text anywhere."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+def _scan(query: Query, window: tuple[int, int] | None = None) -> _Source:
+    """A LIKE scan of the messages (of a window, when given) for the whole query."""
+    return _Source(None, ("1", ()), query_like(query), window=window)
 
 
-def _term_like(term: Term) -> tuple[str, tuple[Any, ...]]:
-    """SQL that is true when a message contains the term's text (content, tool name or calls)."""
-    pat = _like_pattern(term.text)
-    sql = (
-        "((m.content LIKE ? ESCAPE '\\') OR (m.tool_name LIKE ? ESCAPE '\\') "
-        "OR (m.tool_calls LIKE ? ESCAPE '\\')) IS 1"
-    )
-    return (f"NOT {sql}" if term.negated else sql), (pat, pat, pat)
+def _with_gap(sources: list[_Source], query: Query, idx: _Indexes) -> list[_Source]:
+    """Add a scan of the rows a chunked rebuild has not indexed yet, when there are any."""
+    return sources + ([_scan(query, idx.gap)] if idx.gap is not None else [])
 
 
-def _group_like(terms: Sequence[Term]) -> tuple[str, tuple[Any, ...]] | None:
-    """Compile one AND-group to a LIKE predicate (None for a group of negations only)."""
-    if not any(not t.negated for t in terms):
-        return None  # a group of only negations matches nearly everything: dropped
-    parts: list[str] = []
-    params: list[Any] = []
-    for term in terms:
-        sql, p = _term_like(term)
-        parts.append(sql)
-        params.extend(p)
-    return "(" + " AND ".join(parts) + ")", tuple(params)
-
-
-def _query_like(query: Query) -> tuple[str, tuple[Any, ...]]:
-    """Compile the whole query to a LIKE predicate (OR of AND-groups); '0' if nothing is left."""
-    groups = [g for g in (_group_like(grp) for grp in query.groups) if g is not None]
-    if not groups:
-        return "0", ()
-    return "(" + " OR ".join(sql for sql, _ in groups) + ")", tuple(
-        p for _, params in groups for p in params
-    )
-
-
-# --- candidate queries ----------------------------------------------------------------------
-
-
-def _from(table: str | None, filters: _Filters) -> str:
-    """Return the FROM clause joining an FTS table (or none) to messages and sessions."""
-    session = "LEFT JOIN sessions s ON s.id = m.session_id " if filters.needs_session else ""
-    if table is None:
-        return f"FROM messages m {session}"
-    return f"FROM {table} JOIN messages m ON m.id = {table}.rowid {session}"
-
-
-def _probe(conn: sqlite3.Connection, table: str, match: str, cap: int) -> int:
-    """Count the rows matching an FTS expression, stopping at cap (cost grows with the count)."""
-    row = conn.execute(
-        f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-        (match, cap),
-    ).fetchone()
-    return int(row[0])
-
-
-def _rank_affordable(
-    conn: sqlite3.Connection, table: str, phrases: Sequence[str]
-) -> list[int] | None:
-    """Return each phrase's match count if BM25 stays cheap (its IDF step reads every match of
-    every phrase), else None."""
-    budget = RANK_DOCLIST_BUDGET
-    counts = []
-    for phrase in phrases:
-        n = _probe(conn, table, phrase, budget + 1)
-        budget -= n
-        if budget < 0:
-            return None
-        counts.append(n)
-    return counts
-
-
-def _index_ids(
-    conn: sqlite3.Connection,
-    table: str,
-    match: tuple[str, tuple[Any, ...]],
-    extra: tuple[str, tuple[Any, ...]],
-    filters: _Filters,
-    sort: str,
-    need: int,
-    *,
-    phrases: Sequence[str] | None,
-) -> tuple[list[int], str]:
-    """Return up to need matching ids from an FTS table, best first, and the ordering used.
-
-    ``phrases`` are the MATCH expressions of the query's phrases (None: the table cannot rank).
-    """
-    match_sql, match_params = match
-    where = f"WHERE {match_sql} AND {extra[0]} AND {filters.sql}"
-    params = (*match_params, *extra[1], *filters.params)
-    base = f"SELECT m.id {_from(table, filters)} {where}"
-    if sort == "oldest":
-        rows = conn.execute(f"{base} ORDER BY {table}.rowid ASC LIMIT ?", (*params, need))
-        return [r[0] for r in rows], "oldest"
-    counts = None if sort == "newest" or phrases is None else _rank_affordable(conn, table, phrases)
-    if counts is None:
-        # BM25 over a huge doclist costs ~1 s at 1 M rows; the newest matches cost ~1 ms.
-        rows = conn.execute(f"{base} ORDER BY {table}.rowid DESC LIMIT ?", (*params, need))
-        return [r[0] for r in rows], "newest"
-    if phrases is not None and len(counts) == 1 and tuple(match_params) == (phrases[0],):
-        count = counts[0]  # the query is that one phrase: its probe already counted it
-    else:
-        count = conn.execute(
-            f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {match_sql} LIMIT ?)",
-            (*match_params, RANK_CANDIDATES + 1),
-        ).fetchone()[0]
-    if count <= RANK_CANDIDATES:
-        rows = conn.execute(f"{base} ORDER BY {table}.rank LIMIT ?", (*params, need))
-        return [r[0] for r in rows], "rank"
-    # Many matches: rank the newest RANK_CANDIDATES of them (scoring costs ~4 us a row).
-    low = conn.execute(
-        f"SELECT rowid FROM {table} WHERE {match_sql} ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        (*match_params, RANK_CANDIDATES - 1),
-    ).fetchone()[0]
-    rows = conn.execute(
-        f"{base} AND {table}.rowid >= ? ORDER BY {table}.rank LIMIT ?", (*params, low, need)
-    )
-    ids = [r[0] for r in rows]
-    if len(ids) < need:
-        # Filters rejected most recent candidates: continue with older matches, newest first.
-        rows = conn.execute(
-            f"{base} AND {table}.rowid < ? ORDER BY {table}.rowid DESC LIMIT ?",
-            (*params, low, need - len(ids)),
-        )
-        ids += [r[0] for r in rows]
-    return ids, "rank_recent"
-
-
-def _window_floor(conn: sqlite3.Connection, low: int, high: int, newest: bool) -> tuple[int, int]:
-    """Narrow the id window (low, high] to at most SCAN_CAP rows at its newest/oldest end."""
-    if newest:
-        row = conn.execute(
-            "SELECT id FROM messages WHERE id > ? AND id <= ? ORDER BY id DESC LIMIT 1 OFFSET ?",
-            (low, high, SCAN_CAP),
-        ).fetchone()
-        return (int(row[0]), high) if row else (low, high)
-    row = conn.execute(
-        "SELECT id FROM messages WHERE id > ? AND id <= ? ORDER BY id ASC LIMIT 1 OFFSET ?",
-        (low, high, SCAN_CAP - 1),
-    ).fetchone()
-    return (low, int(row[0])) if row else (low, high)
-
-
-def _scan_ids(
-    conn: sqlite3.Connection,
-    window: tuple[int, int],
-    predicate: tuple[str, tuple[Any, ...]],
-    filters: _Filters,
-    sort: str,
-    need: int,
-    *,
-    extra_ids: str = "",
-) -> tuple[list[int], bool]:
-    """Scan at most SCAN_CAP rows of the id window (low, high] with a LIKE predicate.
-
-    Returns the ids (newest first, or oldest first for sort="oldest") and whether rows of the
-    window were left unexamined. ``extra_ids`` is an SQL id set scanned in addition.
-    """
-    newest = sort != "oldest"
-    low, high = _window_floor(conn, *window, newest)
-    partial = (low, high) != window
-    in_window = f"(m.id > {int(low)} AND m.id <= {int(high)})"
-    if extra_ids:
-        in_window = f"({in_window} OR m.id IN ({extra_ids}))"
-    order = "DESC" if newest else "ASC"
-    rows = conn.execute(
-        f"SELECT m.id {_from(None, filters)} WHERE {in_window} AND {predicate[0]} "
-        f"AND {filters.sql} ORDER BY m.id {order} LIMIT ?",
-        (*predicate[1], *filters.params, need),
-    )
-    return [r[0] for r in rows], partial
-
-
-def _merge(index_ids: list[int], gap_ids: list[int], ordering: str) -> list[int]:
-    """Combine index hits with hits from the not-yet-indexed window, each once."""
-    if not gap_ids:
-        return index_ids
-    if ordering in ("newest", "oldest"):
-        return sorted({*index_ids, *gap_ids}, reverse=ordering == "newest")
-    return index_ids + [i for i in gap_ids if i not in set(index_ids)]
-
-
-# --- routes ---------------------------------------------------------------------------------
-
-
-def _word_route(
-    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, sort: str, need: int
-) -> _Found:
-    """Find rows through the word index (plus the rebuild window)."""
+def _word_route(query: Query, idx: _Indexes) -> _Route:
+    """The word index (plus the rebuild window)."""
     match = query.fts()
-    # FTS5 expands a prefix by merging every matching term's doclist, once per statement (the*
-    # costs ~250 ms at 1 M rows): prefix queries get one statement, newest first, and their
-    # snippets are cut in Python.
     prefix = any(t.prefix for t in query.terms())
-    ids, ordering = _index_ids(
-        conn,
-        fts.WORD_TABLE,
-        (f"{fts.WORD_TABLE} MATCH ?", (match,)),
-        ("1", ()),
-        filters,
-        sort,
-        need,
-        phrases=None if prefix else [t.fts() for t in query.terms() if t.searchable],
+    source = _Source(
+        fts.WORD_TABLE, (f"{fts.WORD_TABLE} MATCH ?", (match,)), rankable=True, prefix=prefix
     )
-    found = _Found(ids, ordering, "word")
+    route = _Route("word", _with_gap([source], query, idx))
     if not prefix:
-        found.snippet_table, found.snippet_match = fts.WORD_TABLE, match
-    if idx.gap is not None:
-        gap, found.partial = _scan_ids(conn, idx.gap, _query_like(query), filters, sort, need)
-        found.ids = _merge(ids, gap, ordering)
-        found.scanned = set(gap)
-    return found
+        # A prefix's snippets would merge its doclists once more: they are cut in Python.
+        route.snippet_table, route.snippet_match = fts.WORD_TABLE, match
+    return route
 
 
 def _trigram_chunks(term: Term) -> list[str]:
@@ -638,9 +364,7 @@ def _trigram_ready(query: Query) -> bool:
     return all(any(_trigram_chunks(t) for t in group) for group in query.groups)
 
 
-def _trigram_group(
-    group: Sequence[Term],
-) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
+def _trigram_group(group: Sequence[Term]) -> tuple[_Sql, _Sql]:
     """Return an AND-group's trigram lookup (LIKE on the index) and its exact checks."""
     like: list[str] = []
     params: list[Any] = []
@@ -654,54 +378,23 @@ def _trigram_group(
         if chunks and chunks == [term.text]:
             continue  # the index answers this term exactly
         # Short, negated or wildcard-bearing terms are checked exactly on the candidates.
-        sql, p = _term_like(term)
+        sql, p = term_like(term)
         extra.append(sql)
         extra_params.extend(p)
     return (" AND ".join(like), tuple(params)), (" AND ".join(extra) or "1", tuple(extra_params))
 
 
-def _trigram_route(
-    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, sort: str, need: int
-) -> _Found:
-    """Find rows through the trigram index, newest first (plus the rebuild window)."""
-    ids: set[int] = set()
-    for group in query.groups:
-        match, extra = _trigram_group(group)
-        got, _ = _index_ids(
-            conn,
-            fts.TRIGRAM_TABLE,
-            match,
-            extra,
-            filters,
-            "oldest" if sort == "oldest" else "newest",
-            need,
-            phrases=None,
-        )
-        ids.update(got)
-    ordering = "oldest" if sort == "oldest" else "newest"
-    found = _Found(sorted(ids, reverse=ordering == "newest")[:need], ordering, "trigram")
-    found.scanned = set(found.ids)
-    if idx.gap is not None:
-        gap, found.partial = _scan_ids(conn, idx.gap, _query_like(query), filters, sort, need)
-        found.ids = _merge(found.ids, gap, ordering)
-        found.scanned |= set(gap)
+def _trigram_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route:
+    """The trigram index, one lookup per OR-group (plus the rebuild window and, when the
+    filters ask for them, the rows the agent's substring index leaves out)."""
+    sources = [_Source(fts.TRIGRAM_TABLE, *_trigram_group(group)) for group in query.groups]
     cover = idx.trigram.covers("m") if idx.trigram is not None else None
     if cover is not None and _asks_for_uncovered(filters):
         # Tool output and cron/subagent transcripts are outside the agent's substring index;
         # a search that asks for them explicitly scans them (as the agent does).
-        like_sql, like_params = _query_like(query)
-        rest, cut = _scan_ids(
-            conn,
-            (0, idx.max_id),
-            (f"NOT ({cover}) AND {like_sql}", like_params),
-            filters,
-            sort,
-            need,
-        )
-        found.ids = _merge(found.ids, rest, ordering)
-        found.scanned |= set(rest)
-        found.partial = found.partial or cut
-    return found
+        like_sql, like_params = query_like(query)
+        sources.append(_Source(None, ("1", ()), (f"NOT ({cover}) AND {like_sql}", like_params)))
+    return _Route("trigram", _with_gap(sources, query, idx))
 
 
 def _asks_for_uncovered(filters: _Filters) -> bool:
@@ -711,88 +404,319 @@ def _asks_for_uncovered(filters: _Filters) -> bool:
     )
 
 
-def _cjk_parts(query: Query) -> tuple[list[str], list[tuple[str, tuple[Any, ...]]]] | None:
+def _cjk_parts(query: Query) -> tuple[list[str], list[_Sql]] | None:
     """Split a single-group query into CJK MATCH pieces and LIKE checks for everything else."""
     if len(query.groups) != 1:
         return None  # OR across scripts cannot be split between two indexes
     match: list[str] = []
-    checks: list[tuple[str, tuple[Any, ...]]] = []
+    checks: list[_Sql] = []
     for term in query.groups[0]:
         runs = cjk.cjk_runs(term.text)
         if term.negated or not runs:
             # Negations and words without CJK are checked on the candidate rows.
             if runs or term.searchable:
-                checks.append(_term_like(term))
+                checks.append(term_like(term))
             continue
         match.extend(cjk.cjk_match_expr(run) for run in runs)
         if term.phrase:
-            checks.append(_term_like(term))  # the runs narrow the rows; the phrase is exact
+            checks.append(term_like(term))  # the runs narrow the rows; the phrase is exact
             continue
         rest = [p for p in cjk.non_cjk_parts(term.text) if any(c.isalnum() for c in p)]
-        checks.extend(_term_like(Term(p)) for p in rest)
+        checks.extend(term_like(Term(p)) for p in rest)
     if not match:
         return None
     return match, checks
 
 
-def _cjk_sql(
-    parts: tuple[list[str], list[tuple[str, tuple[Any, ...]]]],
-) -> tuple[tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]:
-    """Return the CJK index lookup and the exact checks for the rest of the query."""
+def _cjk_route(query: Query, idx: _Indexes, parts: tuple[list[str], list[_Sql]]) -> _Route:
+    """The CJK bigram index (plus the rows its catch-up has not reached, and edited rows)."""
     match, checks = parts
-    extra = (
+    check = (
         " AND ".join(sql for sql, _ in checks) or "1",
         tuple(p for _, params in checks for p in params),
     )
-    return (f"{cjk.TABLE} MATCH ?", (" ".join(match),)), extra
+    sources = [
+        _Source(cjk.TABLE, (f"{cjk.TABLE} MATCH ?", (" ".join(match),)), check, rankable=True)
+    ]
+    if idx.max_id > idx.cjk_high_water:
+        sources.append(_scan(query, (idx.cjk_high_water, idx.max_id)))  # not caught up yet
+    if idx.cjk_pending:
+        # Rows queued for re-indexing after an edit.
+        pending = (f"m.id IN (SELECT id FROM {cjk.PENDING_TABLE})", ())
+        sources.append(_Source(None, pending, query_like(query)))
+    return _Route("cjk", sources)
 
 
-def _cjk_route(
-    conn: sqlite3.Connection,
-    query: Query,
-    idx: _Indexes,
-    filters: _Filters,
-    sort: str,
-    need: int,
-    parts: tuple[list[str], list[tuple[str, tuple[Any, ...]]]],
-) -> _Found:
-    """Find rows through the CJK bigram index (plus rows not caught up yet)."""
-    match, extra = _cjk_sql(parts)
-    ids, ordering = _index_ids(
-        conn,
-        cjk.TABLE,
-        match,
-        extra,
-        filters,
-        sort,
-        need,
-        phrases=parts[0],
+def _indexed_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route | None:
+    """Return the index route for a query with CJK words (None when only a scan can serve it)."""
+    parts = _cjk_parts(query) if idx.cjk else None
+    if parts is not None:
+        return _cjk_route(query, idx, parts)
+    runs = [r for t in query.terms() for r in cjk.cjk_runs(t.text)]
+    if idx.trigram and all(len(r) >= TRIGRAM_MIN_CHARS for r in runs) and _trigram_ready(query):
+        return _trigram_route(query, idx, filters)
+    return None
+
+
+def _routes(query: Query, idx: _Indexes, filters: _Filters) -> list[_Route]:
+    """Return the routes to try, in order: the next one serves when one finds nothing."""
+    scan = _Route("scan", [_scan(query)])
+    if idx.stale or not idx.word:
+        return [scan]
+    if query.has_cjk:
+        route = _indexed_route(query, idx, filters)
+        return [route] if route is not None else [scan]
+    routes = [_word_route(query, idx)] if query.fts() else []
+    if idx.trigram and _trigram_ready(query):
+        return [*routes, _trigram_route(query, idx, filters)]
+    return [*routes, scan]
+
+
+# --- the walk -------------------------------------------------------------------------------
+
+
+class _Budget:
+    """A work budget for one search, checked by the connection's progress handler.
+
+    ``steps`` (SQLite VM steps) is deterministic: the same store and query always stop at the
+    same place. ``seconds`` (wall time) and ``should_stop`` serve interactive counting. None of
+    them set: the work runs to the end.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        steps: int | None,
+        *,
+        seconds: float | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> None:
+        """Prepare a budget for work on conn."""
+        self.conn = conn
+        self.ticks_left = None if steps is None else max(1, steps // PROGRESS_STEPS)
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+        self.should_stop = should_stop
+        self.spent = False
+        self.suspended = False
+
+    def _tick(self) -> int:
+        if self.suspended:
+            return 0
+        if self.ticks_left is not None:
+            self.ticks_left -= 1
+            self.spent = self.spent or self.ticks_left < 0
+        if self.deadline is not None:
+            self.spent = self.spent or time.monotonic() > self.deadline
+        if self.should_stop is not None:
+            self.spent = self.spent or self.should_stop()
+        return int(self.spent)
+
+    def __enter__(self) -> _Budget:
+        if self.ticks_left is not None or self.deadline is not None or self.should_stop:
+            self.conn.set_progress_handler(self._tick, PROGRESS_STEPS)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.set_progress_handler(None, 0)
+
+    @contextlib.contextmanager
+    def suspended_for(self) -> Iterator[None]:
+        """Run bounded follow-up work (ranking what the walk found) outside the budget."""
+        self.suspended = True
+        try:
+            yield
+        finally:
+            self.suspended = False
+
+    def interrupted(self, exc: BaseException) -> bool:
+        """Tell whether exc is this budget stopping a statement."""
+        return self.spent and isinstance(exc, sqlite3.OperationalError)
+
+
+def _source_select(source: _Source, filters: _Filters) -> tuple[str, str, tuple[Any, ...]]:
+    """Return a source's filtered matches as (SELECT m.id ... WHERE ..., its id column, params)."""
+    if source.table is None:
+        key = "m.id"
+        head = "SELECT m.id FROM messages m"
+    else:
+        key = f"{source.table}.rowid"
+        # CROSS JOIN keeps the index as the outer loop: candidates are walked in rowid order.
+        head = f"SELECT m.id FROM {source.table} CROSS JOIN messages m ON m.id = {key}"
+    where = [source.match[0], source.check[0], filters.sql]
+    if source.window is not None:
+        lo, hi = source.window
+        where.append(f"m.id > {int(lo)} AND m.id <= {int(hi)}")
+    params = (*source.match[1], *source.check[1], *filters.params)
+    return f"{head} WHERE {' AND '.join(where)}", key, params
+
+
+def _source_sql(
+    source: _Source, filters: _Filters, window: tuple[int, int], newest: bool
+) -> tuple[str, tuple[Any, ...]]:
+    """Return the statement finding a source's matches in the id window (low, high], in order."""
+    select, key, params = _source_select(source, filters)
+    low, high = window
+    return (
+        f"{select} AND {key} > {int(low)} AND {key} <= {int(high)} "
+        f"ORDER BY {key} {'DESC' if newest else 'ASC'} LIMIT ?",
+        params,
     )
-    found = _Found(ids, ordering, "cjk")
-    found.scanned = set(ids)
-    if idx.max_id > idx.cjk_high_water or idx.cjk_pending:
-        # Rows the catch-up has not reached yet (foreign writers) and rows queued after an edit.
-        gap, found.partial = _scan_ids(
-            conn,
-            (idx.cjk_high_water, idx.max_id),
-            _query_like(query),
-            filters,
-            sort,
-            need,
-            extra_ids=f"SELECT id FROM {cjk.PENDING_TABLE}",
+
+
+def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Tell whether two id windows (low, high] share an id."""
+    return max(a[0], b[0]) < min(a[1], b[1])
+
+
+def _walk_window(
+    conn: sqlite3.Connection,
+    sources: Sequence[_Source],
+    filters: _Filters,
+    window: tuple[int, int],
+    newest: bool,
+    need: int,
+    budget: _Budget,
+) -> tuple[list[tuple[int, int]], int | None]:
+    """Run every source over one id window; return (id, source) pairs and, when the budget cut
+    the window short, the id beyond which (in walk order) every candidate was examined."""
+    got: dict[int, int] = {}
+    # How far each source got: the window's far end once it ran to the end.
+    reached: list[int] = []
+    near = window[1] if newest else window[0]
+    for i, source in enumerate(sources):
+        if budget.spent:
+            reached.append(near)
+            continue
+        if source.window is not None and not _overlap(source.window, window):
+            reached.append(window[0] if newest else window[1])
+            continue
+        sql, params = _source_sql(source, filters, window, newest)
+        last = None
+        try:
+            for (row_id,) in conn.execute(sql, (*params, need)):
+                got.setdefault(row_id, i)
+                last = row_id
+        except sqlite3.OperationalError as exc:
+            if not budget.interrupted(exc):
+                raise
+            # Every candidate from the near end down to the last hit was examined.
+            reached.append(near if last is None else (last - 1 if newest else last + 1))
+            continue
+        reached.append(window[0] if newest else window[1])
+    pairs = sorted(got.items(), reverse=newest)
+    if not budget.spent:
+        return pairs[:need], None
+    edge = max(reached) if newest else min(reached)
+    kept = [(i, s) for i, s in pairs if (i > edge if newest else i < edge)]
+    return kept[:need], edge
+
+
+def _walk(
+    conn: sqlite3.Connection,
+    route: _Route,
+    filters: _Filters,
+    idx: _Indexes,
+    *,
+    newest: bool,
+    need: int,
+    budget: _Budget,
+) -> _Walk:
+    """Walk the route's sources window by window until need hits, the end, or the budget."""
+    walk = _Walk([], {}, exhausted=False)
+    low, high = idx.min_id - 1, idx.max_id
+    size = FIRST_WINDOW_IDS
+    prefix = any(s.prefix for s in route.sources)
+    pos = high if newest else low
+    while len(walk.ids) < need:
+        window = (max(low, pos - size), pos) if newest else (pos, min(high, pos + size))
+        if window[0] >= window[1]:
+            walk.exhausted = True
+            break
+        pairs, edge = _walk_window(
+            conn, route.sources, filters, window, newest, need - len(walk.ids), budget
         )
-        found.ids = _merge(ids, gap, ordering)
-        found.scanned |= set(gap)
-    return found
+        for row_id, source in pairs:
+            walk.ids.append(row_id)
+            walk.by_source[row_id] = source
+        if edge is not None:
+            walk.stopped, walk.reached = len(walk.ids) < need, edge
+            break
+        pos = window[0] if newest else window[1]
+        # A prefix is merged again by every statement: after the first window, take the rest.
+        size = high - low if prefix else min(size * 2, MAX_WINDOW_IDS)
+    return walk
 
 
-def _scan_route(
-    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, sort: str, need: int
+# --- ranking --------------------------------------------------------------------------------
+
+
+def _rank(
+    conn: sqlite3.Connection,
+    source: _Source,
+    filters: _Filters,
+    need: int,
+    span: tuple[int, int] | None = None,
+) -> list[int]:
+    """Return the best need filtered matches of an index source by BM25 (within span, when given:
+    ids [low, high], a range the walk examined in full)."""
+    assert source.table is not None
+    table = source.table
+    where = f"{source.match[0]} AND {source.check[0]} AND {filters.sql}"
+    params: tuple[Any, ...] = (*source.match[1], *source.check[1], *filters.params)
+    if span is not None:
+        where += f" AND {table}.rowid BETWEEN ? AND ?"
+        params += span
+    rows = conn.execute(
+        f"SELECT m.id FROM {table} CROSS JOIN messages m ON m.id = {table}.rowid "
+        f"WHERE {where} ORDER BY {table}.rank, m.id DESC LIMIT ?",
+        (*params, need),
+    )
+    return [r[0] for r in rows]
+
+
+@dataclass
+class _Found:
+    """The ids a search returns, best first, and how they were found."""
+
+    ids: list[int]
+    ordering: str
+    route: _Route
+    walk: _Walk
+    from_index: set[int] = field(default_factory=set)  # ids the route's first source found
+    ranked: int | None = None
+
+
+def _ranked(
+    conn: sqlite3.Connection,
+    route: _Route,
+    filters: _Filters,
+    idx: _Indexes,
+    need: int,
+    *,
+    complete: bool,
+    budget: _Budget,
 ) -> _Found:
-    """Find rows by a LIKE scan of the newest SCAN_CAP messages."""
-    ids, partial = _scan_ids(conn, (0, idx.max_id), _query_like(query), filters, sort, need)
-    ordering = "oldest" if sort == "oldest" else "newest"
-    return _Found(ids, ordering, "scan", partial=partial, scanned=set(ids))
+    """Find the best need matches by BM25 (index hits first, then rows only a scan found)."""
+    index = route.sources[0]
+    if complete:
+        ranked = _rank(conn, index, filters, need)
+        rest = _Route(route.name, route.sources[1:])
+        walk = _walk(conn, rest, filters, idx, newest=True, need=need, budget=budget)
+        extra = [i for i in walk.ids if i not in set(ranked)]
+        return _Found((ranked + extra)[:need], "rank", route, walk, set(ranked))
+    walk = _walk(
+        conn, route, filters, idx, newest=True, need=max(need, RANK_CANDIDATES), budget=budget
+    )
+    from_index = [i for i in walk.ids if walk.by_source[i] == 0]
+    scanned = [i for i in walk.ids if walk.by_source[i] != 0]
+    best: list[int] = []
+    if from_index:
+        # Ranking scores the candidates the walk already examined: bounded by what it spent.
+        with budget.suspended_for():
+            best = _rank(conn, index, filters, need, (min(from_index), max(from_index)))
+    ordering = "rank" if walk.exhausted else "rank_recent"
+    ids = (best + scanned)[:need]
+    return _Found(ids, ordering, route, walk, set(from_index), ranked=len(walk.ids))
 
 
 def _fts_failed(exc: sqlite3.Error) -> bool:
@@ -802,69 +726,63 @@ def _fts_failed(exc: sqlite3.Error) -> bool:
     return isinstance(exc, sqlite3.OperationalError) or is_corruption_error(exc)
 
 
-@contextlib.contextmanager
-def _deadline(
-    conn: sqlite3.Connection, seconds: float, should_stop: Callable[[], bool] | None = None
-) -> Iterator[None]:
-    """Interrupt the connection's statements once seconds have passed (SQLite progress handler),
-    or as soon as should_stop() says so."""
-    stop = time.monotonic() + seconds
-    if should_stop is None:
-        conn.set_progress_handler(lambda: int(time.monotonic() > stop), PROGRESS_STEPS)
-    else:
-        conn.set_progress_handler(
-            lambda: int(time.monotonic() > stop or should_stop()), PROGRESS_STEPS
-        )
-    try:
-        yield
-    finally:
-        conn.set_progress_handler(None, 0)
+def _run(
+    conn: sqlite3.Connection,
+    route: _Route,
+    filters: _Filters,
+    idx: _Indexes,
+    sort: str,
+    need: int,
+    *,
+    complete: bool,
+    budget: _Budget,
+) -> _Found:
+    """Run one route: ranked when asked and the route can rank, else in id order."""
+    if sort == "rank" and route.sources[0].rankable:
+        return _ranked(conn, route, filters, idx, need, complete=complete, budget=budget)
+    newest = sort != "oldest"
+    walk = _walk(conn, route, filters, idx, newest=newest, need=need, budget=budget)
+    first = {i for i in walk.ids if walk.by_source[i] == 0}
+    return _Found(walk.ids, "newest" if newest else "oldest", route, walk, first)
 
 
 def _find(
-    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, sort: str, need: int
+    conn: sqlite3.Connection,
+    query: Query,
+    idx: _Indexes,
+    filters: _Filters,
+    sort: str,
+    need: int,
+    *,
+    complete: bool,
+    strict_sort: bool,
+    budget: _Budget,
 ) -> _Found:
-    """Pick the route for the query and run it (falling back when an index cannot serve it)."""
-    if idx.stale or not idx.word:
-        return _scan_route(conn, query, idx, filters, sort, need)
-    interrupted = False
-    try:
-        # A filter that rejects nearly every match of a huge match set would otherwise walk the
-        # whole doclist: past the budget the search degrades to the bounded scan (partial).
-        with _deadline(conn, INDEX_BUDGET_S):
-            found = _find_indexed(conn, query, idx, filters, sort, need)
-        if found is not None:
-            return found
-    except sqlite3.DatabaseError as exc:
-        if not _fts_failed(exc):
-            raise
-        # Over budget, or a foreign or damaged index: fail open to the bounded scan.
-        interrupted = "interrupt" in str(exc).lower()
-    found = _scan_route(conn, query, idx, filters, sort, need)
-    found.partial = found.partial or interrupted
+    """Try the query's routes in order: the next one when one finds nothing, or fails."""
+    found: _Found | None = None
+    for route in _routes(query, idx, filters):
+        try:
+            found = _run(conn, route, filters, idx, sort, need, complete=complete, budget=budget)
+        except sqlite3.DatabaseError as exc:
+            if route.name == "scan" or not _fts_failed(exc):
+                raise
+            # A foreign or damaged index: fail open to a scan.
+            scan = _Route("scan", [_scan(query)])
+            found = _run(conn, scan, filters, idx, sort, need, complete=complete, budget=budget)
+        if found.ids or not found.walk.exhausted:
+            break
+    assert found is not None
+    if (
+        strict_sort
+        and sort == "rank"
+        and found.ids
+        and found.ordering not in ("rank", "rank_recent")
+    ):
+        kind = "substring" if found.route.name == "trigram" else "scanned"
+        raise SortUnavailableError(
+            f"{kind} matches have no relevance rank (sort them newest or oldest first)"
+        )
     return found
-
-
-def _find_indexed(
-    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, sort: str, need: int
-) -> _Found | None:
-    """Run the index route that serves the query; None when only a scan can."""
-    if query.has_cjk:
-        parts = _cjk_parts(query) if idx.cjk else None
-        if parts is not None:
-            return _cjk_route(conn, query, idx, filters, sort, need, parts)
-        runs = [r for t in query.terms() for r in cjk.cjk_runs(t.text)]
-        long_runs = all(len(r) >= TRIGRAM_MIN_CHARS for r in runs)
-        if idx.trigram and long_runs and _trigram_ready(query):
-            return _trigram_route(conn, query, idx, filters, sort, need)
-        return None
-    if query.fts():
-        found = _word_route(conn, query, idx, filters, sort, need)
-        if found.ids:
-            return found
-    if idx.trigram and _trigram_ready(query):
-        return _trigram_route(conn, query, idx, filters, sort, need)
-    return None
 
 
 # --- hits -----------------------------------------------------------------------------------
@@ -903,7 +821,7 @@ def _needles(query: Query) -> re.Pattern[str] | None:
 
 def highlight_pattern(query: str) -> re.Pattern[str] | None:
     """Return the pattern snippets use to mark a query's matches (None: nothing to mark)."""
-    return _needles(_tame_prefixes(parse_query(query if isinstance(query, str) else "")))
+    return _needles(tame_prefixes(parse_query(query if isinstance(query, str) else "")))
 
 
 def _text_snippet(text: str, pattern: re.Pattern[str] | None) -> str:
@@ -993,9 +911,10 @@ def _hits(
         )
     }
     snippets: dict[int, str] = {}
-    if found.snippet_table:
-        indexed = [i for i in ids if i not in found.scanned and i in rows]
-        snippets = _fts_snippets(conn, found.snippet_table, found.snippet_match, indexed)
+    route = found.route
+    if route.snippet_table:
+        indexed = [i for i in ids if i in found.from_index and i in rows]
+        snippets = _fts_snippets(conn, route.snippet_table, route.snippet_match, indexed)
     contexts = _contexts(conn, {i: (r["before_id"], r["after_id"]) for i, r in rows.items()})
     pattern = _needles(query)
     hits = []
@@ -1024,19 +943,37 @@ def _hits(
     return hits
 
 
-def _tame_prefixes(query: Query) -> Query:
-    """Search a prefix shorter than MIN_PREFIX_CHARS as a word (th* matches most rows)."""
-    return Query(
-        tuple(
-            tuple(
-                Term(t.text, phrase=t.phrase, negated=t.negated)
-                if t.prefix and len(t.text) < MIN_PREFIX_CHARS
-                else t
-                for t in group
-            )
-            for group in query.groups
+# --- searching ------------------------------------------------------------------------------
+
+
+def _coverage(
+    conn: sqlite3.Connection, route: _Route, walk: _Walk, newest: bool
+) -> tuple[int, int, float | None]:
+    """Count what a stopped walk examined: (candidates examined, candidates in all, and the
+    timestamp of the last message it examined)."""
+    assert walk.reached is not None
+    beyond = ">" if newest else "<"
+    examined = total = 0
+    for source in route.sources:
+        if source.table is None:
+            base, key = "SELECT count(*) FROM messages m WHERE 1", "m.id"
+            params: tuple[Any, ...] = ()
+            if source.window is not None:
+                lo, hi = source.window
+                base += f" AND m.id > {int(lo)} AND m.id <= {int(hi)}"
+        else:
+            base, key = f"SELECT count(*) FROM {source.table} WHERE {source.match[0]}", "rowid"
+            params = source.match[1]
+        total += int(conn.execute(base, params).fetchone()[0])
+        examined += int(
+            conn.execute(f"{base} AND {key} {beyond} ?", (*params, walk.reached)).fetchone()[0]
         )
-    )
+    row = conn.execute(
+        f"SELECT timestamp FROM messages WHERE id {beyond} ? "
+        f"ORDER BY id {'ASC' if newest else 'DESC'} LIMIT 1",
+        (walk.reached,),
+    ).fetchone()
+    return examined, total, (row[0] if row else None)
 
 
 def search_messages(
@@ -1055,17 +992,21 @@ def search_messages(
     archived: bool | None = None,
     pinned: bool | None = None,
     context: bool = True,
+    complete: bool = False,
+    strict_sort: bool = False,
 ) -> SearchResult:
-    """Search message text; return hits (dicts with HIT_KEYS) and the ordering used.
+    """Search message text; return hits (dicts with HIT_KEYS) and how they were found.
 
     after/before (epoch seconds) keep messages whose timestamp is in [after, before);
     ``archived`` and ``pinned`` keep messages of sessions that are (True) or are not (False)
     archived / pinned. ``context=False`` leaves each hit's context empty (saves two lookups a
-    hit).
+    hit). ``complete=True`` lifts the work budget: every candidate is examined and every match
+    ranked. ``strict_sort=True`` raises SortUnavailableError rather than return unranked hits
+    for sort="rank".
     """
     if sort not in SORTS:
         sort = "rank"
-    parsed = _tame_prefixes(parse_query(query if isinstance(query, str) else ""))
+    parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
     limit, offset = max(0, int(limit)), max(0, int(offset))
     if not parsed.groups or limit == 0:
         return SearchResult(ordering=sort, route="none")
@@ -1083,100 +1024,62 @@ def search_messages(
     need = offset + limit
     with store.lock:
         conn = store.conn
-        found = _find(conn, parsed, _indexes(conn), filters, sort, need)
-        hits = _hits(store, found, parsed, filters, found.ids[offset:need], with_context=context)
-    return SearchResult(hits, ordering=found.ordering, route=found.route, partial=found.partial)
+        idx = _indexes(conn)
+        with _Budget(conn, None if complete else SEARCH_BUDGET_STEPS) as budget:
+            found = _find(
+                conn,
+                parsed,
+                idx,
+                filters,
+                sort,
+                need,
+                complete=complete,
+                strict_sort=strict_sort,
+                budget=budget,
+            )
+        page = found.ids[offset:need]
+        hits = [
+            hit
+            for at in range(0, len(page), HITS_PER_STATEMENT)
+            for hit in _hits(
+                store,
+                found,
+                parsed,
+                filters,
+                page[at : at + HITS_PER_STATEMENT],
+                with_context=context,
+            )
+        ]
+        result = SearchResult(
+            hits,
+            ordering=found.ordering,
+            route=found.route.name,
+            partial=found.walk.stopped,
+            ranked=found.ranked,
+        )
+        if found.walk.stopped:
+            newest = sort != "oldest"
+            result.examined, result.candidates, result.searched_back_to = _coverage(
+                conn, found.route, found.walk, newest
+            )
+    return result
 
 
 # --- counting -------------------------------------------------------------------------------
 
 
-def _count_index(
-    conn: sqlite3.Connection,
-    selects: Sequence[tuple[str | None, tuple[str, tuple[Any, ...]], tuple[str, tuple[Any, ...]]]],
-    filters: _Filters,
-    cap: int,
-) -> int:
-    """Count the distinct rows of one or more (table, match, checks) selects, up to cap.
-
-    Counting happens inside SQLite (no row reaches Python): the GIL is released meanwhile.
-    """
-    parts, params = [], []
-    for table, (match_sql, match_params), (extra_sql, extra_params) in selects:
-        where = f"{match_sql} AND {extra_sql} AND {filters.sql}"
-        parts.append(f"SELECT m.id {_from(table, filters)} WHERE {where}")
-        params += [*match_params, *extra_params, *filters.params]
+def _count_route(conn: sqlite3.Connection, route: _Route, filters: _Filters, cap: int) -> int:
+    """Count the distinct filtered matches of a route's sources, up to cap (inside SQLite)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for source in route.sources:
+        select, _, p = _source_select(source, filters)
+        parts.append(select)
+        params += p
     union = " UNION ".join(parts)
     return int(
         conn.execute(f"SELECT count(*) FROM ({union} LIMIT ?)", (*params, cap)).fetchone()[0]
     )
-
-
-def _count_window(
-    conn: sqlite3.Connection,
-    window: tuple[int, int],
-    predicate: tuple[str, tuple[Any, ...]],
-    filters: _Filters,
-    cap: int,
-    *,
-    extra_ids: str = "",
-) -> tuple[int, bool]:
-    """Count matches in the id window (low, high] as _scan_ids finds them; (count, cut short)."""
-    low, high = _window_floor(conn, *window, True)
-    in_window = f"(m.id > {int(low)} AND m.id <= {int(high)})"
-    if extra_ids:
-        in_window = f"({in_window} OR m.id IN ({extra_ids}))"
-    n = _count_index(conn, [(None, (in_window, ()), predicate)], filters, cap)
-    return n, (low, high) != window
-
-
-def _count_found(
-    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, cap: int
-) -> tuple[int, bool, str]:
-    """Count what _find would find (same routes, same windows): (count, cut short, route)."""
-    if idx.stale or not idx.word:
-        n, cut = _count_window(conn, (0, idx.max_id), _query_like(query), filters, cap)
-        return n, cut, "scan"
-    if query.has_cjk:
-        parts = _cjk_parts(query) if idx.cjk else None
-        if parts is not None:
-            match, extra = _cjk_sql(parts)
-            n = _count_index(conn, [(cjk.TABLE, match, extra)], filters, cap)
-            cut = False
-            if idx.max_id > idx.cjk_high_water or idx.cjk_pending:
-                gap, cut = _count_window(
-                    conn,
-                    (idx.cjk_high_water, idx.max_id),
-                    _query_like(query),
-                    filters,
-                    cap,
-                    extra_ids=f"SELECT id FROM {cjk.PENDING_TABLE}",
-                )
-                n += gap
-            return n, cut, "cjk"
-        runs = [r for t in query.terms() for r in cjk.cjk_runs(t.text)]
-        if not (idx.trigram and all(len(r) >= TRIGRAM_MIN_CHARS for r in runs)):
-            n, cut = _count_window(conn, (0, idx.max_id), _query_like(query), filters, cap)
-            return n, cut, "scan"
-    elif query.fts():
-        match = (f"{fts.WORD_TABLE} MATCH ?", (query.fts(),))
-        n = _count_index(conn, [(fts.WORD_TABLE, match, ("1", ()))], filters, cap)
-        cut = False
-        if idx.gap is not None:
-            gap, cut = _count_window(conn, idx.gap, _query_like(query), filters, cap)
-            n += gap
-        if n:
-            return n, cut, "word"
-    if idx.trigram and _trigram_ready(query):
-        selects = [(fts.TRIGRAM_TABLE, *_trigram_group(g)) for g in query.groups]
-        n = _count_index(conn, selects, filters, cap)
-        cut = False
-        if idx.gap is not None:
-            gap, cut = _count_window(conn, idx.gap, _query_like(query), filters, cap)
-            n += gap
-        return n, cut, "trigram"
-    n, cut = _count_window(conn, (0, idx.max_id), _query_like(query), filters, cap)
-    return n, cut, "scan"
 
 
 def count_matches(
@@ -1195,13 +1098,13 @@ def count_matches(
     budget_s: float = COUNT_BUDGET_S,
     should_stop: Callable[[], bool] | None = None,
 ) -> MatchCount:
-    """Count the messages search_messages would page through for the same query and filters.
+    """Count the messages a complete search_messages would page through (same routes).
 
-    Takes the same routes as the search. Counting a term that matches half of a large store
-    costs far more than finding its first hits, so it runs under budget_s (and stops as soon as
-    should_stop() returns True); past that the count is None.
+    Counting a term that matches half of a large store costs far more than finding its first
+    hits, so it runs under budget_s (and stops as soon as should_stop() returns True); past that
+    the count is None.
     """
-    parsed = _tame_prefixes(parse_query(query if isinstance(query, str) else ""))
+    parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
     if not parsed.groups:
         return MatchCount(0, True, "none")
     filters = _filters(
@@ -1219,11 +1122,28 @@ def count_matches(
     with store.lock:
         conn = store.conn
         idx = _indexes(conn)
+        with _Budget(conn, None, seconds=budget_s, should_stop=should_stop) as budget:
+            try:
+                n, name = _count_routes(conn, parsed, idx, filters, cap)
+            except sqlite3.DatabaseError as exc:
+                if not budget.interrupted(exc):
+                    raise
+                return MatchCount(None, False, "none")
+    return MatchCount(min(n, cap), n < cap, name)
+
+
+def _count_routes(
+    conn: sqlite3.Connection, query: Query, idx: _Indexes, filters: _Filters, cap: int
+) -> tuple[int, str]:
+    """Count as _find searches: the first route that matches anything (a scan if one fails)."""
+    n, name = 0, "none"
+    for route in _routes(query, idx, filters):
         try:
-            with _deadline(conn, budget_s, should_stop):
-                n, cut, route = _count_found(conn, parsed, idx, filters, cap)
+            n, name = _count_route(conn, route, filters, cap), route.name
         except sqlite3.DatabaseError as exc:
-            if not _fts_failed(exc):
+            if route.name == "scan" or not _fts_failed(exc) or "interrupt" in str(exc):
                 raise
-            return MatchCount(None, False, "none")
-    return MatchCount(min(n, cap), not cut and n < cap, route)
+            n, name = _count_route(conn, _Route("scan", [_scan(query)]), filters, cap), "scan"
+        if n:
+            break
+    return n, name

@@ -257,9 +257,7 @@ def find_session_exact(store: Store, ref: str) -> str:
     found = resolve_session_id(store, ref)  # an ambiguous prefix raises, listing its matches
     if found is not None:
         return found
-    row = store.conn.execute(
-        "SELECT id FROM sessions WHERE title = ?", (bindable(ref),)
-    ).fetchone()
+    row = store.conn.execute("SELECT id FROM sessions WHERE title = ?", (bindable(ref),)).fetchone()
     if row is not None:
         return str(row[0])
     clean = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None

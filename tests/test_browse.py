@@ -579,16 +579,17 @@ def test_real_command_in_tmux_searches_as_you_type_and_prints_the_chosen_id(
         time.sleep(0.3)
         assert screen() == text  # a stable screen (the terminal size was read right)
         assert "word index" in text and "6 hits shown" in text
-        # The hits and the hit's preview, side by side at 120 columns.
+        # The hits and the hit's preview, side by side at 120 columns. Four hits rank equal;
+        # the newest of them (the nightly digest) comes first.
         assert any(
-            "chat-send" in left and "chat-send rate limits" in right
+            "chat-send" in left and "cron · 5 messages" in right
             for left, _, right in (ln.partition("│") for ln in text.splitlines())
         ), text
         screen.keys("Enter")
         wait_for(lambda: out.read_text() if out.exists() else "", "EXIT=")
     chosen, code = out.read_text().splitlines()
     assert code == "EXIT=0"
-    assert chosen == "20261120_160245_c3f871"
+    assert chosen == "20261121_060000_d90a11"
 
 
 def _sh(text: str) -> str:

@@ -156,7 +156,17 @@ def test_list_all_profiles_adds_the_profile_and_reports_broken_ones(
 
 def test_search_json_hits_have_the_documented_keys(sample: Path) -> None:
     data = run_json("sessions", "search", "chat-send")
-    assert set(data) == {"query", "ordering", "partial", "hits"}
+    assert set(data) == {
+        "query",
+        "ordering",
+        "route",
+        "partial",
+        "ranked",
+        "examined",
+        "candidates",
+        "searched_back_to",
+        "hits",
+    }
     assert data["query"] == "chat-send" and data["hits"] and data["ordering"] == "rank"
     hit = data["hits"][0]
     assert set(hit) == {
@@ -438,7 +448,9 @@ def test_archive_hides_from_list_and_unarchive_brings_it_back(sample: Path) -> N
 def test_pin_with_an_unknown_id_changes_nothing_and_exits_1(sample: Path) -> None:
     result = run("sessions", "pin", DOCKER, "no-such-session")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: No session has the id, id prefix or exact title 'no-such")
+    assert result.stderr.startswith(
+        "Error: No session has the id, id prefix or exact title 'no-such"
+    )
     assert flags(DOCKER) == (0, 0)
 
 

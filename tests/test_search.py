@@ -244,21 +244,27 @@ def test_filters_that_reject_recent_candidates_still_find_older_matches(
     assert ids(result) == [old]
 
 
-def test_phrases_matching_too_many_rows_are_not_ranked(
+def test_common_multi_word_and_prefix_queries_are_ranked_among_the_newest_matches(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search, "RANK_DOCLIST_BUDGET", 3)
-    found = [add(store, f"frequent word {i}") for i in range(5)]
-    result = search_messages(store, "frequent")
-    assert (ids(result), result.ordering) == (found[::-1], "newest")
+    monkeypatch.setattr(search, "RANK_CANDIDATES", 3)
+    best_but_old = add(store, "frequent word frequent word frequent word")
+    recent = [add(store, f"frequent word {i} " + "pad " * 20) for i in range(5)]
+    for query in ("frequent word", "frequ*"):
+        result = search_messages(store, query, limit=2)
+        assert (result.ordering, result.ranked, result.partial) == ("rank_recent", 3, False)
+        assert ids(result) and set(ids(result)) <= set(recent[-3:])
+        everything = search_messages(store, query, complete=True)
+        assert (everything.ordering, ids(everything)[0]) == ("rank", best_but_old)
 
 
-def test_prefix_query_is_ordered_newest_and_marks_whole_words(store: Store) -> None:
-    old = add(store, "kubernetes cluster")
-    new = add(store, "kubectl apply")
+def test_prefix_query_is_ranked_and_marks_whole_words(store: Store) -> None:
+    old = add(store, "kubernetes cluster kubernetes")
+    new = add(store, "kubectl apply " + "pad " * 30)
     result = search_messages(store, "kube*")
-    assert (ids(result), result.ordering) == ([new, old], "newest")
-    assert ">>>kubectl<<<" in result[0]["snippet"]
+    assert (ids(result), result.ordering) == ([old, new], "rank")
+    assert ">>>kubectl<<<" in result[1]["snippet"]
+    assert ids(search_messages(store, "kube*", sort="newest")) == [new, old]
 
 
 def test_prefix_shorter_than_three_characters_is_searched_as_a_word(store: Store) -> None:
@@ -301,14 +307,23 @@ def test_stale_store_is_served_by_a_bounded_scan(store: Store) -> None:
     assert (ids(result), result.route) == ([mid], "scan")
 
 
-def test_scan_reports_partial_when_capped(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "SCAN_CAP", 3)
+def test_scan_cut_by_the_budget_says_how_far_it_got(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     old = add(store, "capped word")
-    for _ in range(5):
+    for _ in range(300):
         add(store, "something else")
     _detach(store)
+    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
+    monkeypatch.setattr(search, "SEARCH_BUDGET_STEPS", 500)
+    monkeypatch.setattr(search, "FIRST_WINDOW_IDS", 16)
     result = search_messages(store, "capped")
-    assert old not in ids(result) and result.partial
+    assert (ids(result), result.route, result.partial) == ([], "scan", True)
+    assert result.candidates == 301 and 0 < (result.examined or 0) < 301
+    assert result.searched_back_to is not None
+    again = search_messages(store, "capped")
+    assert (again.examined, again.searched_back_to) == (result.examined, result.searched_back_to)
+    assert ids(search_messages(store, "capped", complete=True)) == [old]
 
 
 @pytest.mark.skipif(shutil.which("sqlite3") is None, reason="no sqlite3 shell")
@@ -402,16 +417,22 @@ def test_wildcard_term_next_to_another_term_finds_substrings_without_crashing(
     assert done.stdout.split(maxsplit=1) == ["trigram", f"[{mid}]\n"]
 
 
-def test_index_route_over_budget_degrades_to_a_partial_scan(
+def test_index_walk_cut_by_the_budget_is_partial_and_complete_finds_everything(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    mid = add(store, "budget word")
-    monkeypatch.setattr(search, "INDEX_BUDGET_S", -1.0)
+    wanted = add(store, "budget word", sid="tg-1")
+    for i in range(400):
+        add(store, f"budget word {i}")
     monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
-    result = search_messages(store, "budget")
-    assert (ids(result), result.route, result.partial) == ([mid], "scan", True)
+    monkeypatch.setattr(search, "SEARCH_BUDGET_STEPS", 2000)
+    monkeypatch.setattr(search, "FIRST_WINDOW_IDS", 16)
+    result = search_messages(store, "budget", source_filter="telegram", sort="newest")
+    assert (ids(result), result.route, result.partial) == ([], "word", True)
+    assert result.candidates == 401 and 0 < (result.examined or 0) < 401
+    full = search_messages(store, "budget", source_filter="telegram", complete=True)
+    assert (ids(full), full.partial) == ([wanted], False)
     # The progress handler is gone again: plain statements on the connection run unhindered.
-    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
+    assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 401
 
 
 def test_cjk_word_split_by_a_lone_surrogate_is_indexed_as_stored(store: Store) -> None:
