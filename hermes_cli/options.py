@@ -3,6 +3,7 @@ and the command class that gives every command readable usage and examples in it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -35,6 +36,17 @@ def validate_age(value: str | None) -> str | None:
             f"{value!r} is not an age or a date; use {ACCEPTED_FORMS}"
         ) from None
     return value
+
+
+def validate_texts(values: list[str] | None) -> list[str] | None:
+    """Reject, at parse time, a value that is not valid text (undecodable bytes; exit 2)."""
+    for value in values or ():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = os.fsencode(value).decode("ascii", "backslashreplace")  # the bytes as given
+            raise typer.BadParameter(f"'{raw}' is not valid UTF-8 text") from None
+    return values
 
 
 def cutoff(value: str | None) -> float | None:
@@ -73,12 +85,20 @@ ForceFlag = Annotated[
 ]
 Sources = Annotated[
     list[str] | None,
-    typer.Option("--source", metavar="S", help="Only sessions from source S (repeatable)."),
+    typer.Option(
+        "--source",
+        metavar="S",
+        callback=validate_texts,
+        help="Only sessions from source S (repeatable).",
+    ),
 ]
 ExcludeSources = Annotated[
     list[str] | None,
     typer.Option(
-        "--exclude-source", metavar="S", help="Leave out sessions from source S (repeatable)."
+        "--exclude-source",
+        metavar="S",
+        callback=validate_texts,
+        help="Leave out sessions from source S (repeatable).",
     ),
 ]
 Roles = Annotated[

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from hermes_state.connection import Store
 
 MAX_QUERY_CHARS = 2048
+# Terms past this are dropped: each becomes one SQL expression node in a fallback scan, and
+# SQLite refuses an expression tree deeper than 1000 ("Expression tree is too large").
+MAX_QUERY_TERMS = 64
 RANK_CANDIDATES = 2000  # larger match sets are ranked among their newest N matches
 COUNT_CAP = 10_000_000  # count_matches stops counting here
 COUNT_BUDGET_S = 1.0  # count_matches gives up after this long
@@ -206,7 +209,10 @@ def parse_query(text: str) -> Query:
         tokens.pop()
     groups: list[list[Term]] = []
     pending: str | None = None
+    kept = 0
     for kind, value, prefix in tokens:
+        if kept >= MAX_QUERY_TERMS:
+            break
         if kind == "op":
             pending = value  # of several operators in a row, the last one counts
             continue
@@ -219,6 +225,7 @@ def parse_query(text: str) -> Query:
         if not groups[-1] and term.negated:
             term = Term(term.text, phrase=term.phrase, prefix=term.prefix)
         groups[-1].append(term)
+        kept += 1
         pending = None
     return Query(tuple(tuple(g) for g in groups if g))
 
