@@ -868,12 +868,9 @@ def restore_plan(plan: Any) -> None:
         echo(f"  {name}: new file")
     for name in plan.kept:
         echo(f"  {name}: kept as it is (runtime file of a running gateway)")
-    replaced = [c.name for c in plan.databases if c.before is not None or c.before_problem]
-    if replaced:
-        echo(
-            f"The current {', '.join(replaced)} will be kept as a copy "
-            "(<name>.pre-restore-<date>) beside the store."
-        )
+    for change in plan.databases:
+        if change.before is not None or change.before_problem:
+            echo(f"The current {change.name} will be kept as {change.name}.pre-restore-<date>.")
     for path in plan.cleaned:
         echo(f"Removed {display_hermes_home(path)} (left by a restore that was killed)")
     if plan.forced and plan.holders:
@@ -886,7 +883,7 @@ def restore_result(result: Any) -> None:
 
     echo(
         f"Restored {len(result.databases)} store(s) and {len(result.files)} file(s) "
-        f"from {result.archive} into {result.home}"
+        f"from {display_hermes_home(result.archive)} into {display_hermes_home(result.home)}"
     )
     for change in result.changes:
         line = f"  {change.name}: {_store_state(change.after)}"

@@ -625,6 +625,8 @@ def _safe_member_name(info: zipfile.ZipInfo, max_bytes: int) -> str | None:
         return "empty or NUL in the name"
     if "\\" in name:
         return "backslash in the name"
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name):
+        return "control character in the name"
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         return "absolute path"
     parts = PurePosixPath(name).parts

@@ -206,6 +206,14 @@ def test_restore_refuses_a_wal_member(live_home: Path, archive: Path, tmp_path: 
     assert "state.db-wal" in line and "journal/WAL" in line
 
 
+def test_restore_refuses_a_member_name_with_an_escape_sequence(
+    live_home: Path, archive: Path, tmp_path: Path
+) -> None:
+    edited = rewrite_archive(archive, tmp_path / "esc.zip", add={"\x1b]52;c;eA==\x07.txt": b"x"})
+    line = refused_untouched(live_home, edited)
+    assert "control character" in line and "\x1b" not in line
+
+
 def test_restore_refuses_another_applications_database_as_the_store(
     live_home: Path, archive: Path, tmp_path: Path
 ) -> None:
