@@ -393,6 +393,34 @@ def backup_destination(
     return candidate
 
 
+# What releases before the locked scratch directories left when killed: the archive being
+# written, named after it and the writer's pid.
+_OLD_PARTIAL_RE = re.compile(r"^\.hermes-backup-[^/]*\.zip\.(\d+)\.partial$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_old_partials(folder: Path) -> list[Path]:
+    """Delete half-written archives older releases' killed backups left in folder."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            match = _OLD_PARTIAL_RE.match(entry.name)
+            if match and entry.is_file() and not _pid_alive(int(match.group(1))):
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+                    removed.append(entry)
+    return removed
+
+
 def _check_parent(folder: Path) -> None:
     """Refuse an output folder one of whose parents is a file."""
     probe = folder
@@ -535,6 +563,7 @@ def create_backup(
         archive=archive, base=base, created_at=created, profile=archive_label(home, all_profiles)
     )
     result.cleaned = remove_stale_work_dirs(archive.parent, (BACKUP_WORK_PREFIX,))
+    result.cleaned += remove_old_partials(archive.parent)
     notes: list[str] = []
     with make_work_dir(archive.parent, BACKUP_WORK_PREFIX) as work:
         partial = work.path / "archive.partial"

@@ -295,3 +295,25 @@ def test_profile_delete_without_backups_still_just_asks(hermes_home: Path) -> No
     proc = hermes("profile", "delete", "coder", home=hermes_home, input="y\n")
     assert proc.returncode == 0, proc.stderr
     assert not coder.exists()
+
+
+def test_leftovers_of_backups_killed_under_older_releases_are_removed(
+    home: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    pid = int(dead.stdout)  # a process that has exited
+    partial = out / f".hermes-backup-20260101-000000.zip.{pid}.partial"
+    partial.write_bytes(b"half an archive")
+    scratch = out / ".hermes-backup-k2x9q1"  # no lock file: made before there were locks
+    scratch.mkdir()
+    (scratch / "0.db").write_bytes(b"a full copy of the store")
+    os.utime(scratch, (1, 1))
+    alive = out / f".hermes-backup-20260101-000000.zip.{os.getpid()}.partial"
+    alive.write_bytes(b"someone is still writing this")
+    proc = hermes("backup", "-o", str(out), home=home)
+    assert proc.returncode == 0, proc.stderr
+    assert not partial.exists() and not scratch.exists() and alive.exists()
