@@ -128,7 +128,7 @@ _hermes() {
         "profile show") opts="--format --json --color -h --help -p --profile"; kind="profiles" ;;
         "profile use") opts="-h --help -p --profile"; kind="profiles" ;;
         "profile create") opts="-h --help -p --profile" ;;
-        "profile delete") opts="--yes -y -h --help -p --profile"; kind="profiles" ;;
+        "profile delete") opts="--yes -y --delete-backups -h --help -p --profile"; kind="profiles" ;;
     esac
     if [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))

@@ -80,8 +80,8 @@ complete -c hermes -n '__hermes_at \'\'' -a db -d 'Inspect and maintain this pro
 complete -c hermes -n '__hermes_at \'\'' -a profile -d 'Manage profiles: each has its own home and state.db (\'default\' is the root).'
 complete -c hermes -n '__hermes_at \'\'' -l version -d 'Print the version and exit.'
 complete -c hermes -n '__hermes_at \'\'' -s h -l help -d 'Show the help and exit.'
-complete -c hermes -n '__hermes_at \'backup\'' -s o -l output -r -F -d 'Archive file, or directory to put it in (default: <home>/backups).'
-complete -c hermes -n '__hermes_at \'backup\'' -l keep -x -d 'Keep the newest N archives there.'
+complete -c hermes -n '__hermes_at \'backup\'' -s o -l output -r -F -d 'Archive file (.zip is added), or a directory to put it in: an existing one, or any path ending in \'/\' (created). Default: <home>/backups.'
+complete -c hermes -n '__hermes_at \'backup\'' -l keep -x -d 'Keep the newest N archives of this profile there; 0 keeps all. Archives of other profiles and other files are never touched.'
 complete -c hermes -n '__hermes_at \'backup\'' -l all-profiles -d 'Archive the root with every named profile.'
 complete -c hermes -n '__hermes_at \'backup\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'restore\'' -F
@@ -240,4 +240,5 @@ complete -c hermes -n '__hermes_at \'profile create\'' -F
 complete -c hermes -n '__hermes_at \'profile create\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_first_arg \'profile delete\'' -k -a '(__hermes_values profiles)'
 complete -c hermes -n '__hermes_at \'profile delete\'' -l yes -s y -d 'Do not ask for confirmation.'
+complete -c hermes -n '__hermes_at \'profile delete\'' -l delete-backups -d 'Also delete the backups kept inside the profile (its backups/ archives and pre-restore copies); without it, a profile holding backups is not deleted.'
 complete -c hermes -n '__hermes_at \'profile delete\'' -s h -l help -d 'Show the help and exit.'

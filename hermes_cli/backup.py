@@ -13,35 +13,44 @@ from hermes_cli.options import ForceFlag, YesFlag
 
 def backup(
     output: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "-o",
             "--output",
             metavar="PATH",
-            help="Archive file, or directory to put it in (default: <home>/backups).",
+            help="Archive file (.zip is added), or a directory to put it in: an existing one, "
+            "or any path ending in '/' (created). Default: <home>/backups.",
         ),
     ] = None,
     keep: Annotated[
         int,
-        typer.Option("--keep", min=1, metavar="N", help="Keep the newest N archives there."),
+        typer.Option(
+            "--keep",
+            min=0,
+            metavar="N",
+            help="Keep the newest N archives of this profile there; 0 keeps all. Archives of "
+            "other profiles and other files are never touched.",
+        ),
     ] = 3,
     all_profiles: Annotated[
         bool, typer.Option("--all-profiles", help="Archive the root with every named profile.")
     ] = False,
 ) -> None:
-    """Write a consistent zip of this profile's home (stores copied with SQLite's backup API)."""
+    """Write a consistent zip of this profile's home (stores copied with SQLite's backup API).
+
+    Exits 1 when the store cannot be read (no archive is written) and when any other file
+    could not be archived or a database is damaged (the archive is written, marked
+    incomplete, and no older archive is removed).
+    """
     from hermes_state import backup as lib
     from hermes_state.home import get_hermes_home
 
-    if output is not None and output.exists() and not output.is_dir():
-        raise lib.BackupError(
-            f"Refusing to overwrite existing file {output}",
-            hint="Remove it, pick another name, or give a directory.",
-        )
     # create_backup reports no progress of its own: a spinner with elapsed time.
     with render.progress("Backing up (SQLite backup, zip, checksums)"):
         result = lib.create_backup(get_hermes_home(), output, keep=keep, all_profiles=all_profiles)
     render.backup_result(result)
+    if not result.complete:
+        raise typer.Exit(1)
 
 
 def restore(
@@ -54,17 +63,24 @@ def restore(
     yes: YesFlag = False,
     force: ForceFlag = False,
 ) -> None:
-    """Restore an archive into this profile's home: every store (ledger included) and file."""
-    from hermes_state import backup as lib
-    from hermes_state.home import display_hermes_home, get_hermes_home
+    """Restore an archive into this profile's home: every store (ledger included) and file.
+
+    Every member is checked first (paths, sizes, checksums; each database must be intact, and
+    a store a Hermes store without foreign triggers). Shows what each store holds now and
+    what it will hold, asks, keeps the replaced store as state.db.pre-restore-<date>, and
+    puts everything back if any step fails.
+    """
+    from hermes_state import restore as lib
+    from hermes_state.home import get_hermes_home
 
     home = get_hermes_home()
-    render.confirm(
-        f"Restore {archive} into {display_hermes_home(home)}? Its stores replace the current ones.",
-        assume_yes=yes,
-    )
-    with render.progress("Restoring (verify, copy into place)"):
-        result = lib.restore_backup(archive, home, force=force)
+    with render.progress("Checking the archive (checksums, integrity, schema)"):
+        prepared = lib.prepare_restore(archive, home, force=force)
+    with prepared:
+        render.restore_plan(prepared.plan)
+        render.confirm("Replace them with the archive's?", assume_yes=yes)
+        with render.progress("Restoring (copy of the current store, then the archive's)"):
+            result = prepared.apply()
     render.restore_result(result)
 
 
@@ -77,12 +93,13 @@ def register(app: Any) -> None:
         "backup",
         examples=[
             "hermes backup",
-            "hermes backup -o /mnt/usb/ --keep 5",
-            "hermes backup --all-profiles",
+            "hermes backup -o /mnt/usb/hermes/ --keep 5",
+            "hermes backup -o ~/before-upgrade.zip",
+            "hermes backup --all-profiles --keep 0",
         ],
     )(backup)
     command(
         app,
         "restore",
-        examples=["hermes restore ~/.hermes/backups/hermes-backup-20261202-153602.zip"],
+        examples=["hermes restore ~/.hermes/backups/hermes-backup-default-20261202-153602.zip"],
     )(restore)

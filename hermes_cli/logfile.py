@@ -29,8 +29,10 @@ class LazyFileHandler(logging.Handler):
 
     def _open(self) -> int:
         # Resolved at the first record, so a -p/--profile applied later in the run is honoured.
+        from hermes_state.home import ensure_private_dir
+
         path = error_log_path()
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_private_dir(path.parent)  # 0700 for every directory it makes, whatever the umask
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         with contextlib.suppress(OSError):
             os.chmod(path, 0o600)  # an older file may have been made with looser bits

@@ -118,11 +118,12 @@ def _make_group_class() -> type:
                 render.error(exc.message, exc.hint)
                 code = exit_code_for(exc)
             except Exception as exc:
-                # A damaged or locked store reached through a path without its own handling:
-                # still one line and a hint. Anything else is a bug and keeps its traceback.
-                from hermes_state.errors import translate_sqlite_error
+                # A damaged, locked or full store reached through a path without its own
+                # handling: still one line and a hint. Anything else is a bug (a traceback).
+                from hermes_state.errors import translate_os_error, translate_sqlite_error
 
-                typed = translate_sqlite_error(exc)
+                # A full disk or a permission problem met anywhere is the environment, not a bug.
+                typed = translate_sqlite_error(exc) or translate_os_error(exc)
                 if typed is None:
                     raise
                 render.error(typed.message, typed.hint)

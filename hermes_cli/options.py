@@ -3,6 +3,7 @@ and the command class that gives every command readable usage and examples in it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
@@ -47,6 +48,17 @@ def validate_roles(values: list[str] | None) -> list[str] | None:
     return values
 
 
+def validate_texts(values: list[str] | None) -> list[str] | None:
+    """Reject, at parse time, a value that is not valid text (undecodable bytes; exit 2)."""
+    for value in values or ():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raw = os.fsencode(value).decode("ascii", "backslashreplace")  # the bytes as given
+            raise typer.BadParameter(f"'{raw}' is not valid UTF-8 text") from None
+    return values
+
+
 def cutoff(value: str | None) -> float | None:
     """Return the epoch moment an (already validated) AGE option names, or None."""
     return None if value is None else parse_cutoff(value)
@@ -83,12 +95,20 @@ ForceFlag = Annotated[
 ]
 Sources = Annotated[
     list[str] | None,
-    typer.Option("--source", metavar="S", help="Only sessions from source S (repeatable)."),
+    typer.Option(
+        "--source",
+        metavar="S",
+        callback=validate_texts,
+        help="Only sessions from source S (repeatable).",
+    ),
 ]
 ExcludeSources = Annotated[
     list[str] | None,
     typer.Option(
-        "--exclude-source", metavar="S", help="Leave out sessions from source S (repeatable)."
+        "--exclude-source",
+        metavar="S",
+        callback=validate_texts,
+        help="Leave out sessions from source S (repeatable).",
     ),
 ]
 Roles = Annotated[

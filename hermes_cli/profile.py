@@ -147,16 +147,35 @@ def create(
 
 
 @command(
-    app, "delete", examples=["hermes profile delete old-bot", "hermes profile delete old-bot --yes"]
+    app,
+    "delete",
+    examples=[
+        "hermes profile delete old-bot",
+        "hermes profile delete old-bot --yes",
+        "hermes profile delete old-bot --delete-backups --yes",
+    ],
 )
 def delete(
     name: Annotated[
         str, typer.Argument(metavar="NAME", help="Profile to delete, with everything in it.")
     ],
     yes: YesFlag = False,
+    delete_backups: Annotated[
+        bool,
+        typer.Option(
+            "--delete-backups",
+            help="Also delete the backups kept inside the profile (its backups/ archives and "
+            "pre-restore copies); without it, a profile holding backups is not deleted.",
+        ),
+    ] = False,
 ) -> None:
-    """Delete a named profile: its store, config and logs."""
+    """Delete a named profile: its store, config and logs.
+
+    Refuses while the profile holds backups (archives in its backups/ folder, copies kept by
+    a restore), unless --delete-backups: move them out first to keep them.
+    """
     from hermes_state import home
+    from hermes_state.backup import backups_in
     from hermes_state.errors import HermesStateError, ProfileNotFoundError
 
     home.validate_profile_name(name)
@@ -169,8 +188,19 @@ def delete(
             f"Profile '{name}' does not exist.", hint="See: hermes profile list"
         )
     path = home.profile_home(name)
+    held = [] if path.is_symlink() else backups_in(path)
+    if held and not delete_backups:
+        shown = ", ".join(home.display_hermes_home(p) for p in held[:3])
+        more = f" and {len(held) - 3} more" if len(held) > 3 else ""
+        raise HermesStateError(
+            f"Profile '{name}' holds {len(held)} backup(s) that deleting it would delete too: "
+            f"{shown}{more}",
+            hint=f"Move them out of {home.display_hermes_home(path)} first, or pass "
+            "--delete-backups to delete them with the profile.",
+        )
+    extra = f" and its {len(held)} backup(s)" if held else ""
     render.confirm(
-        f"Delete profile '{name}' ({home.display_hermes_home(path)}) with all its sessions?",
+        f"Delete profile '{name}' ({home.display_hermes_home(path)}) with all its sessions{extra}?",
         assume_yes=yes,
     )
     home.delete_profile(name)

@@ -823,7 +823,7 @@ def recovery_report(report: Any) -> None:
 
 
 def backup_result(result: Any) -> None:
-    """Print where a backup went, what it holds and which old archives were rotated away."""
+    """Print where a backup went, what it holds, what was rotated away and what is missing."""
     from hermes_state.home import display_hermes_home
 
     echo(
@@ -838,16 +838,82 @@ def backup_result(result: Any) -> None:
         )
     for path in result.removed:
         echo(f"Removed old archive {display_hermes_home(path)}")
+    for path in result.cleaned:
+        echo(f"Removed {display_hermes_home(path)} (left by a backup that was killed)")
     for note in result.warnings:
         warn(note)
+    if not result.complete:
+        missing = len(result.skipped) + len(result.damaged)
+        error(
+            f"Backup incomplete: {plural(missing, 'file')} could not be archived whole "
+            f"({', '.join([*result.skipped, *result.damaged])}).",
+            "The archive was written and marked incomplete; older archives were kept.",
+        )
+
+
+def _store_state(state: Any) -> str:
+    """Say what a store holds: `12 sessions, 53 messages, 261.0 KB`."""
+    if state is None:
+        return "nothing yet"
+    parts = []
+    if state.sessions is not None:
+        parts.append(f"{state.sessions:,} sessions")
+    if state.messages is not None:
+        parts.append(f"{state.messages:,} messages")
+    parts.append(human_bytes(state.bytes))
+    return ", ".join(parts)
+
+
+def restore_plan(plan: Any) -> None:
+    """Print what a restore will replace, store by store (now -> after), before it is confirmed."""
+    from hermes_state.home import display_hermes_home
+
+    made = []
+    if plan.profile:
+        made.append(f"profile {plan.profile}")
+    if plan.created_at:
+        made.append(f"made {plan.created_at}")
+    origin = f" ({', '.join(made)})" if made else ""
+    echo(f"Archive: {display_hermes_home(plan.archive)}{origin}")
+    echo(f"Restore into {display_hermes_home(plan.home)}:")
+    for change in plan.databases:
+        now = _store_state(change.before)
+        if change.before_problem:
+            now = f"unreadable ({change.before_problem})"
+        echo(f"  {change.name}: now {now} -> {_store_state(change.after)}")
+        for note in change.notes:
+            echo(f"    note: {note}")
+        if change.shrinks:
+            warn(f"{change.name}: the archive holds fewer sessions or messages than the store now")
+    for name in plan.files_replaced:
+        echo(f"  {name}: replaces the current file")
+    for name in plan.files_new:
+        echo(f"  {name}: new file")
+    for name in plan.kept:
+        echo(f"  {name}: kept as it is (runtime file of a running gateway)")
+    for change in plan.databases:
+        if change.before is not None or change.before_problem:
+            echo(f"The current {change.name} will be kept as {change.name}.pre-restore-<date>.")
+    for path in plan.cleaned:
+        echo(f"Removed {display_hermes_home(path)} (left by a restore that was killed)")
+    if plan.forced and plan.holders:
+        warn(f"restoring while in use by: {plan.holders}")
 
 
 def restore_result(result: Any) -> None:
-    """Print what a restore put back."""
+    """Print what a restore put back, and where the replaced stores are kept."""
+    from hermes_state.home import display_hermes_home
+
     echo(
         f"Restored {len(result.databases)} store(s) and {len(result.files)} file(s) "
-        f"from {result.archive} into {result.home}"
+        f"from {display_hermes_home(result.archive)} into {display_hermes_home(result.home)}"
     )
+    for change in result.changes:
+        line = f"  {change.name}: {_store_state(change.after)}"
+        copy = result.pre_restore.get(change.name)
+        if copy is not None:
+            line += f"; the replaced one is kept at {display_hermes_home(copy)}"
+        echo(line)
     for name in result.kept:
         echo(f"  kept the current {name} (runtime file)")
     if result.forced and result.holders:

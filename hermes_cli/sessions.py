@@ -746,7 +746,7 @@ def rename(
     from hermes_state import sessions as lib
 
     text = " ".join(title)
-    with stores.write_store() as store:
+    with stores.write_store(check="sessions") as store:
         sid = lib.find_session_exact(store, session)
         stored = lib.set_session_title(store, sid, text)
     if stored is None:
@@ -774,7 +774,7 @@ def _set_flag(refs: list[str], flag: str, value: bool) -> None:
         ("archived", True): "Archived",
         ("archived", False): "Unarchived",
     }[(flag, value)]
-    with stores.write_store() as store:
+    with stores.write_store(check="sessions") as store:
         rows = [lib.require_session(store, lib.find_session_exact(store, ref)) for ref in refs]
         for row in dict((r["id"], r) for r in rows).values():
             sid = row["id"]

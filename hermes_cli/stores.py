@@ -60,15 +60,23 @@ def _typed(store: Store, exc: sqlite3.DatabaseError) -> BaseException:
 
 
 @contextlib.contextmanager
-def write_store(path: Path | None = None, *, create: bool = False) -> Iterator[Store]:
-    """Open the store for an edit, within the schema it has (never migrated, never moved aside).
+def write_store(
+    path: Path | None = None, *, create: bool = False, check: str = "file"
+) -> Iterator[Store]:
+    """Open the store for an edit, within the schema it has (never migrated, never moved aside),
+    after checking that it is not damaged (nothing is written to a damaged store).
 
     ``create`` lets a command that brings data (import) start a new store where none exists.
+    ``check`` is "file" (PRAGMA quick_check of the whole file: for commands that delete or
+    rewrite many pages) or "sessions" (the sessions table and its indexes only: for edits of one
+    session row, which read and write nothing else).
     """
     from hermes_state.connection import open_store
+    from hermes_state.maintenance import require_intact
 
     store = open_store(path or db_path(), role="edit", create=create)
     try:
+        require_intact(store, None if check == "file" else check)
         yield store
     except sqlite3.DatabaseError as exc:
         raise _typed(store, exc) from exc

@@ -1,10 +1,12 @@
-"""Backup archives of a profile home: consistent SQLite snapshots, a manifest, verify, restore.
+"""Backup archives of a profile home: consistent SQLite snapshots, a manifest, verify.
 
 Every SQLite database is copied with the online backup API from a read-only connection in one
 step, so the snapshot is one consistent read transaction even while a gateway writes; the live
--wal/-shm/-journal files are never archived. Restore validates the whole archive before it writes
-anything and writes databases back through the backup API, so no live reader sees its inode
-swapped.
+-wal/-shm/-journal files are never archived. A store that cannot be read in full fails the
+backup; any other file that cannot be read makes it incomplete (and older archives are kept).
+Archive names carry the profile, and rotation only ever removes archives this tool made of the
+same home. The checks of an archive's members that verify and restore share live here too
+(restore itself is in ``hermes_state.restore``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sqlite3
 import stat
 import tempfile
@@ -27,18 +28,22 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hermes_state import guard, schema
-from hermes_state.connection import read_only_uri, secure_store_files
-from hermes_state.errors import (
-    HermesStateError,
-    StoreBusyError,
-    is_corruption_error,
-    is_lock_error,
-)
+from hermes_state import guard, layout, schema, store_objects
+from hermes_state.connection import SQLITE_MAGIC, access_error, read_only_uri, resolve_store_path
+from hermes_state.errors import HermesStateError
+from hermes_state.home import STORE_FILE, ensure_private_dir, profile_name_of
+from hermes_state.workdirs import make_work_dir, remove_stale_work_dirs
 
 MANIFEST = "manifest.json"
-ARCHIVE_RE = re.compile(r"^hermes-backup-\d{8}-\d{6}(?:-\d+)?\.zip$")
-WORK_DIR_PREFIXES = (".hermes-backup-", ".hermes-restore-", ".hermes-verify-")
+# Archives this tool names: hermes-backup-[<profile>-]<YYYYmmdd-HHMMSS>[-N].zip (older releases
+# wrote no profile). Rotation trusts the manifest, not the name: see _same_home.
+ARCHIVE_RE = re.compile(r"^hermes-backup-(?:[a-z0-9][a-z0-9_-]*-)?\d{8}-\d{6}(?:-\d+)?\.zip$")
+ALL_PROFILES_LABEL = "all-profiles"
+BACKUP_WORK_PREFIX = ".hermes-backup-"
+RESTORE_WORK_PREFIX = ".hermes-restore-"
+VERIFY_WORK_PREFIX = ".hermes-verify-"
+WORK_DIR_PREFIXES = (BACKUP_WORK_PREFIX, RESTORE_WORK_PREFIX, VERIFY_WORK_PREFIX)
+PRE_RESTORE_MARK = ".pre-restore-"  # state.db.pre-restore-<stamp>: what a restore replaced
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
 SKIP_DIRS = frozenset({"__pycache__", ".cache", "backups"})
@@ -47,10 +52,14 @@ SKIP_SUFFIXES = (".lock", ".pyc", ".pyo", ".partial")
 RUNTIME_FILES = frozenset({"gateway.pid", "cron.pid", "gateway_state.json", "processes.json"})
 PRIVATE_FILES = frozenset({".env", "auth.json", "vault.key", "vault.json.enc"})
 MAX_MEMBER_BYTES = 64 * 2**30
+MAX_MANIFEST_BYTES = 16 * 2**20
+# Deflate reaches ~1000:1 on zeros; real files (SQLite pages, text) stay far below this.
+MAX_RATIO = 200
+RATIO_FLOOR_BYTES = 1 << 20  # smaller members are not worth a ratio check
 COPY_CHUNK = 256 << 10
 READ_TIMEOUT_S = 10.0
 SNAPSHOT_MMAP_BYTES = 256 * 2**20
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
 
 
 class BackupError(HermesStateError):
@@ -86,25 +95,37 @@ class BackupResult:
     archive: Path
     base: Path
     created_at: str
+    profile: str = "default"
     members: list[Member] = field(default_factory=list)
     databases: dict[str, dict[str, Any]] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # files that could not be read
+    damaged: list[str] = field(default_factory=list)  # databases archived with damage
     removed: list[Path] = field(default_factory=list)  # older archives rotated away
+    cleaned: list[Path] = field(default_factory=list)  # scratch left by killed runs
     warnings: list[str] = field(default_factory=list)
     bytes_in: int = 0
     archive_bytes: int = 0
     duration_s: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        """Tell whether every file was archived and every database read back sound."""
+        return not self.skipped and not self.damaged
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
         return {
             "archive": str(self.archive),
             "base": str(self.base),
+            "profile": self.profile,
             "created_at": self.created_at,
+            "complete": self.complete,
             "members": [m.to_dict() for m in self.members],
             "databases": self.databases,
             "skipped": list(self.skipped),
+            "damaged": list(self.damaged),
             "removed": [str(p) for p in self.removed],
+            "cleaned": [str(p) for p in self.cleaned],
             "warnings": list(self.warnings),
             "bytes_in": self.bytes_in,
             "archive_bytes": self.archive_bytes,
@@ -137,33 +158,6 @@ class VerifyResult:
         }
 
 
-@dataclass
-class RestoreResult:
-    """What restore_backup wrote."""
-
-    archive: Path
-    home: Path
-    databases: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)  # runtime files left as they were
-    forced: bool = False
-    holders: str = ""  # other processes that had the store open (only when forced)
-    warnings: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the JSON form."""
-        return {
-            "archive": str(self.archive),
-            "home": str(self.home),
-            "databases": list(self.databases),
-            "files": list(self.files),
-            "kept": list(self.kept),
-            "forced": self.forced,
-            "holders": self.holders,
-            "warnings": list(self.warnings),
-        }
-
-
 # --- helpers -------------------------------------------------------------------------------
 
 
@@ -179,18 +173,34 @@ def hermes_version() -> str:
         return str(getattr(hermes_state, "__version__", "unknown"))
 
 
-def _is_sqlite_name(name: str) -> bool:
+def is_sqlite_name(name: str) -> bool:
     """Tell whether a file name is one of an SQLite database."""
     return name.endswith(SQLITE_SUFFIXES)
 
 
+def is_store_name(name: str) -> bool:
+    """Tell whether an archive member or relative path is a Hermes store (a state.db)."""
+    return PurePosixPath(name).name == STORE_FILE
+
+
+def is_sidecar_name(name: str) -> bool:
+    """Tell whether a name is an SQLite journal, WAL or shared-memory file."""
+    return name.endswith(SIDECAR_SUFFIXES)
+
+
+def is_pre_restore_copy(name: str) -> bool:
+    """Tell whether a file is a copy of a store kept by a restore (state.db.pre-restore-…)."""
+    return PRE_RESTORE_MARK in name
+
+
 def _skip_file(name: str) -> bool:
-    """Tell whether a file is never archived (locks, sidecars, runtime files)."""
+    """Tell whether a file is never archived (locks, sidecars, runtime files, restore copies)."""
     return (
         name.endswith(SKIP_SUFFIXES)
-        or any(name.endswith(s) for s in SIDECAR_SUFFIXES)
+        or is_sidecar_name(name)
         or name in RUNTIME_FILES
         or name == MANIFEST
+        or is_pre_restore_copy(name)
     )
 
 
@@ -201,31 +211,54 @@ def _backup_root(home: Path, all_profiles: bool) -> Path:
     return home
 
 
-def _walk(base: Path, *, skip_profiles: bool, skip: set[Path]) -> Iterator[tuple[Path, str]]:
-    """Yield (path, archive name) of every regular file to back up, in a stable order."""
+def _store_paths(base: Path, all_profiles: bool) -> list[tuple[Path, str]]:
+    """Return (path, archive name) of every store the archive must hold, present or not."""
+    stores = [(base / STORE_FILE, STORE_FILE)]
+    profiles = base / "profiles"
+    if all_profiles and profiles.is_dir() and not profiles.is_symlink():
+        for entry in sorted(profiles.iterdir()):
+            if entry.is_dir() and not entry.is_symlink():
+                stores.append((entry / STORE_FILE, f"profiles/{entry.name}/{STORE_FILE}"))
+    return stores
+
+
+def _walk(base: Path, *, skip_profiles: bool, notes: list[str]) -> Iterator[tuple[Path, str]]:
+    """Yield (file to read, archive name) of every file to back up, in a stable order.
+
+    Symlinked databases are followed to their file (SQLite keeps their WAL there); other
+    symlinks, sockets and devices are left out and named in notes.
+    """
     for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
         here = Path(dirpath)
         keep = []
         for d in sorted(dirnames):
             if d in SKIP_DIRS or (skip_profiles and here == base and d == "profiles"):
                 continue
-            if d.startswith(WORK_DIR_PREFIXES):
-                continue  # another backup's or restore's scratch space
+            if d.startswith(WORK_DIR_PREFIXES) or d == STORE_FILE:
+                continue  # scratch of another run; a state.db directory is refused earlier
             if (here / d).is_symlink():
+                rel_dir = (here / d).relative_to(base).as_posix()
+                notes.append(f"{rel_dir}/: symbolic link, not followed")
                 continue
             keep.append(d)
         dirnames[:] = keep
         for name in sorted(filenames):
             path = here / name
-            if _skip_file(name) or path in skip:
-                continue
+            rel = path.relative_to(base).as_posix()
+            if _skip_file(name) or ARCHIVE_RE.match(name):
+                continue  # never an archive inside the next one
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
                 continue
-            if not stat.S_ISREG(st.st_mode):
-                continue  # symlinks, sockets, fifos
-            yield path, path.relative_to(base).as_posix()
+            if stat.S_ISLNK(st.st_mode) and is_sqlite_name(name):
+                yield Path(os.path.realpath(path)), rel
+            elif stat.S_ISREG(st.st_mode):
+                yield path, rel
+            elif stat.S_ISLNK(st.st_mode):
+                notes.append(f"{rel}: symbolic link, not archived")
+            else:
+                notes.append(f"{rel}: not a regular file, not archived")
 
 
 def _sqlite_snapshot(path: Path, dest: Path) -> None:
@@ -258,15 +291,26 @@ def _count_tables(conn: sqlite3.Connection) -> dict[str, int]:
             continue
         if any(name.startswith(v + "_") for v in virtual):
             continue
-        counts[name] = conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+        counts[name] = conn.execute(f"SELECT count(*) FROM {schema.quote(name)}").fetchone()[0]
     return counts
 
 
-def _describe_db(path: Path) -> dict[str, Any]:
-    """Return a snapshot's schema version and per-table row counts."""
-    conn = sqlite3.connect(read_only_uri(path), uri=True)
+def _describe_snapshot(path: Path) -> dict[str, Any]:
+    """Return a snapshot's schema version, per-table row counts and quick_check result."""
+    conn = sqlite3.connect(path)
     try:
-        return {"schema_version": schema.stored_version(conn), "tables": _count_tables(conn)}
+        rows = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+        check = "ok" if rows == ["ok"] else "; ".join(rows)
+        try:
+            return {
+                "schema_version": schema.stored_version(conn),
+                "tables": _count_tables(conn),
+                "quick_check": check,
+            }
+        except sqlite3.DatabaseError as exc:
+            return {"schema_version": None, "tables": {}, "quick_check": f"{check} ({exc})"}
+    except sqlite3.DatabaseError as exc:
+        return {"schema_version": None, "tables": {}, "quick_check": f"unreadable: {exc}"}
     finally:
         conn.close()
 
@@ -299,43 +343,197 @@ def _add_file(
     return size, digest.hexdigest()
 
 
-def _output_path(home: Path, output: Path | None) -> Path:
-    """Return where the archive goes: output, a new name in it, or home/backups."""
+def archive_label(home: Path, all_profiles: bool) -> str:
+    """Return the name part that says whose archive it is: the profile, or all-profiles."""
+    return ALL_PROFILES_LABEL if all_profiles else profile_name_of(home)
+
+
+def backup_destination(
+    home: Path, output: str | os.PathLike[str] | None, *, all_profiles: bool = False
+) -> Path:
+    """Return where a new archive goes (nothing is created).
+
+    No output: a new name in <home>/backups. An existing directory, or a path written with a
+    trailing '/': a new name in it (created when missing). Anything else is the archive's own
+    file name ('.zip' is added when it has no such suffix); an existing file is never replaced.
+    """
+    label = archive_label(home, all_profiles)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     if output is None:
         folder = home / "backups"
-    elif output.is_dir():
-        folder = output
     else:
-        return output
-    folder.mkdir(parents=True, exist_ok=True)
-    candidate = folder / f"hermes-backup-{stamp}.zip"
+        text = os.fspath(output)
+        if not text:
+            raise BackupError("The output path is empty", hint="Give a directory or a .zip name.")
+        target = Path(os.path.abspath(os.path.expanduser(text)))
+        if text.endswith(("/", os.sep)) or target.is_dir():
+            if target.exists() and not target.is_dir():
+                raise BackupError(
+                    f"{target} is a file, not a directory",
+                    hint="Remove the trailing '/' to write the archive under that name, or "
+                    "pick another directory.",
+                )
+            folder = target
+        else:
+            if target.suffix.lower() != ".zip":
+                target = target.with_name(target.name + ".zip")
+            if target.exists() or target.is_symlink():
+                raise BackupError(
+                    f"Refusing to overwrite existing file {target}",
+                    hint="Remove it, pick another name, or give a directory.",
+                )
+            _check_parent(target.parent)
+            return target
+    _check_parent(folder)
+    candidate = folder / f"hermes-backup-{label}-{stamp}.zip"
     n = 1
     while candidate.exists():
-        candidate = folder / f"hermes-backup-{stamp}-{n}.zip"
+        candidate = folder / f"hermes-backup-{label}-{stamp}-{n}.zip"
         n += 1
     return candidate
 
 
-def _rotate(current: Path, keep: int) -> list[Path]:
-    """Remove our own named archives beyond the newest keep (never current); return them."""
-    others = []
-    for path in current.parent.iterdir():
-        if path == current or not ARCHIVE_RE.match(path.name):
+# What releases before the locked scratch directories left when killed: the archive being
+# written, named after it and the writer's pid.
+_OLD_PARTIAL_RE = re.compile(r"^\.hermes-backup-[^/]*\.zip\.(\d+)\.partial$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_old_partials(folder: Path) -> list[Path]:
+    """Delete half-written archives older releases' killed backups left in folder."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            match = _OLD_PARTIAL_RE.match(entry.name)
+            if match and entry.is_file() and not _pid_alive(int(match.group(1))):
+                with contextlib.suppress(OSError):
+                    entry.unlink()
+                    removed.append(entry)
+    return removed
+
+
+def _check_parent(folder: Path) -> None:
+    """Refuse an output folder one of whose parents is a file."""
+    probe = folder
+    while not probe.exists():
+        if probe.is_symlink():
+            raise BackupError(f"{probe} is a symbolic link to nothing", hint="Pick another path.")
+        probe = probe.parent
+    if not probe.is_dir():
+        raise BackupError(
+            f"Cannot write under {folder}: {probe} is a file, not a directory",
+            hint="Pick a path whose parents are directories.",
+        )
+
+
+def _read_manifest_of(path: Path) -> dict[str, Any] | None:
+    """Return an archive's manifest, or None when it is not a readable hermes archive."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            info = zf.getinfo(MANIFEST)
+            if info.file_size > MAX_MANIFEST_BYTES:
+                return None
+            data = json.loads(zf.read(info))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _same_home(manifest: dict[str, Any] | None, base: Path, all_profiles: bool) -> bool:
+    """Tell whether an archive's manifest says it was made of this home, the same way."""
+    if manifest is None or not isinstance(manifest.get("base"), str):
+        return False
+    if bool(manifest.get("all_profiles")) != all_profiles:
+        return False
+    return bool(os.path.realpath(manifest["base"]) == os.path.realpath(base))
+
+
+def archives_of(folder: Path, base: Path, *, all_profiles: bool = False) -> list[Path]:
+    """Return this tool's archives of the home base in folder, newest first (by mtime)."""
+    found = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    for path in entries:
+        if not ARCHIVE_RE.match(path.name):
             continue
         with contextlib.suppress(FileNotFoundError):
             st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode):
-                others.append((st.st_mtime_ns, path.name, path))
-    others.sort(reverse=True)
-    removed = [path for _mtime, _name, path in others[max(0, keep - 1) :]]
+            if stat.S_ISREG(st.st_mode) and _same_home(_read_manifest_of(path), base, all_profiles):
+                found.append((st.st_mtime_ns, path.name, path))
+    found.sort(reverse=True)
+    return [path for _mtime, _name, path in found]
+
+
+def _rotate(current: Path, keep: int, base: Path, all_profiles: bool) -> list[Path]:
+    """Remove archives of the same home beyond the newest keep (never current); return them."""
+    others = [p for p in archives_of(current.parent, base, all_profiles=all_profiles)]
+    others = [p for p in others if p != current]
+    removed = others[max(0, keep - 1) :]
     for path in removed:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
     return removed
 
 
+def backups_in(home: Path) -> list[Path]:
+    """Return the backups a profile home holds: archives under backups/ and pre-restore copies."""
+    found: list[Path] = []
+    folder = home / "backups"
+    if folder.is_dir() and not folder.is_symlink():
+        found += sorted(p for p in folder.iterdir() if p.name.endswith(".zip") and p.is_file())
+    if home.is_dir():
+        found += sorted(
+            p for p in home.iterdir() if is_pre_restore_copy(p.name) and not is_sidecar_name(p.name)
+        )
+    return found
+
+
 # --- create --------------------------------------------------------------------------------
+
+
+def _store_failure(rel: str, path: Path, exc: BaseException) -> BackupError:
+    """Build the error that fails a backup whose store cannot be read in full."""
+    typed = access_error(path, exc) if isinstance(exc, OSError | sqlite3.Error) else None
+    why = typed.message if typed is not None else str(exc)
+    hint = typed.hint if typed is not None and typed.hint else ""
+    return BackupError(
+        f"Cannot back up {rel}: {why}; no archive was written",
+        hint=hint or "Nothing was written and no older archive was removed.",
+    )
+
+
+def _check_stores(base: Path, all_profiles: bool) -> list[tuple[Path, str]]:
+    """Refuse a store path that exists but cannot be read; return the stores to archive."""
+    present = []
+    for path, rel in _store_paths(base, all_profiles):
+        if not os.path.lexists(path):
+            continue
+        try:
+            real = resolve_store_path(path)
+        except HermesStateError as exc:
+            raise BackupError(
+                f"Cannot back up {rel}: {exc.message}; no archive was written", hint=exc.hint
+            ) from None
+        st = os.stat(real)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise BackupError(
+                f"Cannot back up {rel}: it is {kind}, not a store file; no archive was written",
+                hint="Move it out of the way: the store is a file named state.db.",
+            )
+        present.append((real, rel))
+    return present
 
 
 def create_backup(
@@ -345,50 +543,68 @@ def create_backup(
     keep: int | None = 3,
     all_profiles: bool = False,
 ) -> BackupResult:
-    """Archive the profile home (or the root with every profile) into a zip with a manifest."""
+    """Archive the profile home (or the root with every profile) into a zip with a manifest.
+
+    keep: how many archives of this home (the new one included) to keep in the output folder;
+    0 or None keeps them all. Nothing is rotated away when the backup is incomplete.
+    """
     started = time.monotonic()
     home = Path(home).expanduser().absolute()
     if not home.is_dir():
         raise BackupError(f"No Hermes home at {home}")
-    if keep is not None and keep < 1:
-        raise BackupError(f"keep must be at least 1 (got {keep})", hint="Pass --keep 1 or more.")
+    if keep is not None and keep < 0:
+        raise BackupError(f"keep must be 0 or more (got {keep})", hint="0 keeps every archive.")
     base = _backup_root(home, all_profiles)
-    archive = _output_path(home, Path(output).expanduser().absolute() if output else None)
-    archive.parent.mkdir(parents=True, exist_ok=True)
+    _check_stores(base, all_profiles)
+    archive = backup_destination(home, output, all_profiles=all_profiles)
+    ensure_private_dir(archive.parent)
     created = datetime.now(UTC).isoformat(timespec="seconds")
-    result = BackupResult(archive=archive, base=base, created_at=created)
-    partial = archive.with_name(f".{archive.name}.{os.getpid()}.partial")
-    work = Path(tempfile.mkdtemp(prefix=".hermes-backup-", dir=archive.parent))
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
+    result = BackupResult(
+        archive=archive, base=base, created_at=created, profile=archive_label(home, all_profiles)
+    )
+    result.cleaned = remove_stale_work_dirs(archive.parent, (BACKUP_WORK_PREFIX,))
+    result.cleaned += remove_old_partials(archive.parent)
+    notes: list[str] = []
+    with make_work_dir(archive.parent, BACKUP_WORK_PREFIX) as work:
+        partial = work.path / "archive.partial"
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with (
             os.fdopen(fd, "wb") as raw,
             zipfile.ZipFile(raw, "w", allowZip64=True) as zf,
             ThreadPoolExecutor(max_workers=1) as hasher,
         ):
-            skip = {archive, partial}
-            for path, name in _walk(base, skip_profiles=not all_profiles, skip=skip):
-                mode = os.stat(path).st_mode
-                if _is_sqlite_name(name):
-                    snap = work / f"{len(result.members)}.db"
-                    try:
-                        _sqlite_snapshot(path, snap)
-                    except sqlite3.DatabaseError as exc:
-                        result.warnings.append(f"{name}: not a readable SQLite database ({exc})")
-                        result.skipped.append(name)
-                        continue
-                    result.databases[name] = _describe_db(snap)
-                    size, digest = _add_file(zf, snap, name, mode, hasher)
-                    snap.unlink()
+            for source, name in _walk(base, skip_profiles=not all_profiles, notes=notes):
+                if is_sqlite_name(name):
                     kind = "sqlite"
-                else:
+                    snap = work.path / f"{len(result.members)}.db"
                     try:
-                        size, digest = _add_file(zf, path, name, mode, hasher)
-                    except OSError as exc:
+                        mode = os.stat(source).st_mode
+                        _sqlite_snapshot(source, snap)
+                    except (sqlite3.Error, OSError) as exc:
+                        if is_store_name(name):
+                            raise _store_failure(name, source, exc) from exc
                         result.warnings.append(f"{name}: could not be read ({exc})")
                         result.skipped.append(name)
                         continue
+                    described = _describe_snapshot(snap)
+                    result.databases[name] = described
+                    if described["quick_check"] != "ok":
+                        result.damaged.append(name)
+                        result.warnings.append(
+                            f"{name}: archived as it is, but it is damaged "
+                            f"(quick_check: {described['quick_check']})"
+                        )
+                    size, digest = _add_file(zf, snap, name, mode, hasher)
+                    snap.unlink()
+                else:
                     kind = "file"
+                    try:
+                        mode = os.stat(source).st_mode
+                        size, digest = _add_file(zf, source, name, mode, hasher)
+                    except OSError as exc:
+                        result.warnings.append(f"{name}: could not be read ({exc.strerror})")
+                        result.skipped.append(name)
+                        continue
                 result.members.append(Member(name, size, digest, kind))
                 result.bytes_in += size
             manifest = {
@@ -396,7 +612,10 @@ def create_backup(
                 "created_at": created,
                 "hermes_version": hermes_version(),
                 "base": str(base),
+                "profile": result.profile,
                 "all_profiles": all_profiles,
+                "complete": result.complete,
+                "skipped": list(result.skipped),
                 "databases": result.databases,
                 "members": {
                     m.name: {"size": m.size, "sha256": m.sha256, "kind": m.kind}
@@ -407,23 +626,25 @@ def create_backup(
             info.external_attr = (stat.S_IFREG | 0o600) << 16
             zf.writestr(info, json.dumps(manifest, indent=2, ensure_ascii=False))
             raw.flush()
-            os.fsync(raw.fileno())  # the rename below must not publish an archive still in flight
-        os.replace(partial, archive)
+            os.fsync(raw.fileno())  # the link below must not publish an archive still in flight
+        try:
+            os.link(partial, archive)  # never replaces a file that appeared meanwhile
+        except FileExistsError:
+            raise BackupError(f"Refusing to overwrite existing file {archive}") from None
+        except OSError:
+            if archive.exists():
+                raise BackupError(f"Refusing to overwrite existing file {archive}") from None
+            os.replace(partial, archive)  # a file system without hard links
         os.chmod(archive, 0o600)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            partial.unlink()
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    result.warnings = notes + result.warnings
     result.archive_bytes = os.stat(archive).st_size
-    if keep is not None and ARCHIVE_RE.match(archive.name):
-        result.removed = _rotate(archive, keep)
+    if keep and result.complete and ARCHIVE_RE.match(archive.name):
+        result.removed = _rotate(archive, keep, base, all_profiles)
     result.duration_s = time.monotonic() - started
     return result
 
 
-# --- verify --------------------------------------------------------------------------------
+# --- checking an archive's members (verify and restore) ------------------------------------
 
 
 def _safe_member_name(info: zipfile.ZipInfo, max_bytes: int) -> str | None:
@@ -433,23 +654,37 @@ def _safe_member_name(info: zipfile.ZipInfo, max_bytes: int) -> str | None:
         return "empty or NUL in the name"
     if "\\" in name:
         return "backslash in the name"
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in name):
+        return "control character in the name"
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         return "absolute path"
     parts = PurePosixPath(name).parts
     if any(p in ("..", ".") for p in parts) or "//" in name:
         return "'..' or '.' component"
+    if parts and parts[0].startswith(WORK_DIR_PREFIXES):
+        return "a name this tool keeps for its scratch space"
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         return "symbolic link"
     kind = stat.S_IFMT(mode)
     if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):  # 0: a zip tool that records no type
         return "not a regular file"
+    if not info.is_dir() and is_sidecar_name(name):
+        return "an SQLite journal/WAL file (replayed over the restored store, it would rewrite it)"
     if info.file_size > max_bytes:
         return f"larger than the {max_bytes}-byte member limit"
+    if name == MANIFEST and info.file_size > MAX_MANIFEST_BYTES:
+        return f"a manifest larger than {MAX_MANIFEST_BYTES} bytes"
+    ratio = info.file_size / max(1, info.compress_size)
+    if info.file_size > RATIO_FLOOR_BYTES and ratio > MAX_RATIO:
+        return (
+            f"expands {ratio:.0f} times ({info.compress_size} bytes to {info.file_size}); "
+            f"more than {MAX_RATIO} times is refused"
+        )
     return None
 
 
-def _check_members(zf: zipfile.ZipFile, max_bytes: int) -> list[zipfile.ZipInfo]:
+def check_members(zf: zipfile.ZipFile, max_bytes: int = MAX_MEMBER_BYTES) -> list[zipfile.ZipInfo]:
     """Validate every member before anything is written; return the file members."""
     seen: set[str] = set()
     problems = []
@@ -469,296 +704,184 @@ def _check_members(zf: zipfile.ZipFile, max_bytes: int) -> list[zipfile.ZipInfo]
     return files
 
 
-def _check_space(home: Path, files: list[zipfile.ZipInfo]) -> None:
-    """Refuse an archive whose members would not fit on the disk (staging needs them all)."""
-    declared = sum(i.file_size for i in files)
-    free = shutil.disk_usage(home).free
-    if declared > free:
-        raise UnsafeArchiveError(
-            f"Refusing the archive: its members declare {declared} bytes but only {free} bytes "
-            f"are free under {home}"
-        )
-
-
-def _read_manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
+def read_manifest(zf: zipfile.ZipFile) -> dict[str, Any]:
     """Read and sanity-check the archive's manifest.json."""
     try:
         data = json.loads(zf.read(MANIFEST))
     except KeyError:
         raise BackupError("The archive has no manifest.json (not a hermes backup)") from None
-    except (ValueError, zipfile.BadZipFile) as exc:
+    except (ValueError, RecursionError, zipfile.BadZipFile) as exc:
         raise BackupError(f"The archive's manifest is unreadable: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("members"), dict):
         raise BackupError("The archive's manifest is not a hermes backup manifest")
+    if not all(isinstance(v, dict) for v in data["members"].values()):
+        raise BackupError("The archive's manifest lists a member without size and sha256")
     return data
 
 
-def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> tuple[int, str]:
-    """Write one member to dest (0600); return (size, sha256) of the bytes read."""
+def extract_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> tuple[int, str]:
+    """Write one member to dest (0600), never past its declared size; return (size, sha256)."""
     digest = hashlib.sha256()
     size = 0
     fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as out, zf.open(info) as src:
         while chunk := src.read(COPY_CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
             size += len(chunk)
             if size > info.file_size:
                 raise UnsafeArchiveError(f"{info.filename!r} is larger than it claims")
+            digest.update(chunk)
+            out.write(chunk)
     return size, digest.hexdigest()
 
 
-def _integrity(path: Path) -> str:
-    """Run PRAGMA integrity_check on an extracted database; 'ok' or the problems."""
+@dataclass
+class DatabaseFacts:
+    """What checking one staged database found."""
+
+    problems: list[str] = field(default_factory=list)
+    integrity: str = "not checked"
+    page_size: int = 0
+    wal: bool = False
+    sessions: int | None = None
+    messages: int | None = None
+    layout: str = ""  # Layout.describe() of a store
+    legacy: bool = False
+
+
+def _header(path: Path) -> bytes:
+    with open(path, "rb") as fp:
+        return fp.read(100)
+
+
+def check_database(path: Path, *, store: bool) -> DatabaseFacts:
+    """Check a staged database: SQLite, intact, and for a store a Hermes schema this code knows
+    with no trigger or view outside the ones known releases define."""
+    facts = DatabaseFacts()
+    head = _header(path)
+    if head[:16] != SQLITE_MAGIC:
+        facts.problems.append("not an SQLite database")
+        return facts
+    facts.wal = head[18:20] == b"\x02\x02"
     conn = sqlite3.connect(path)
     try:
-        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
-        return "ok" if rows == ["ok"] else "; ".join(rows[:5])
+        facts.page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(10)")]
+        facts.integrity = "ok" if rows == ["ok"] else "; ".join(rows)
+        if facts.integrity != "ok":
+            facts.problems.append(f"integrity_check: {facts.integrity}")
+            return facts
+        if not store:
+            return facts
+        found = layout.inspect(conn)
+        facts.layout = found.describe()
+        kind = found.kind
+        if kind == "not_hermes":
+            tables = sorted(t for t in found.tables if not t.startswith("sqlite_"))[:8]
+            facts.problems.append(
+                "not a Hermes session store (no sessions/messages schema; tables: "
+                + (", ".join(tables) or "none")
+                + ")"
+            )
+            return facts
+        if kind == "unknown":
+            shown = "a value that is not a number" if found.version == -1 else found.version
+            facts.problems.append(
+                f"schema_version holds {shown}, which no Hermes Agent release this hermes "
+                f"knows writes ({', '.join(map(str, schema.KNOWN_VERSIONS))})"
+            )
+            return facts
+        facts.legacy = kind == "legacy"
+        foreign = store_objects.foreign_objects(conn)
+        if foreign:
+            facts.problems.append(
+                "carries triggers or views no Hermes release defines: " + "; ".join(foreign[:10])
+            )
+            return facts
+        facts.sessions = int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
+        facts.messages = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
     except sqlite3.DatabaseError as exc:
-        return f"unreadable: {exc}"
+        facts.problems.append(f"unreadable: {exc}")
     finally:
         conn.close()
+    return facts
 
 
-def _staged_check(
+@dataclass
+class Staged:
+    """Members extracted into a scratch directory and checked."""
+
+    paths: dict[str, Path] = field(default_factory=dict)
+    facts: dict[str, DatabaseFacts] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def member_is_database(name: str) -> bool:
+    """Tell whether a member is restored as a database (checked and written through SQLite)."""
+    return is_sqlite_name(name)
+
+
+def stage_members(
     zf: zipfile.ZipFile, files: list[zipfile.ZipInfo], manifest: dict[str, Any], stage: Path
-) -> tuple[list[str], dict[str, str], dict[str, Path]]:
-    """Extract members into stage and check them against the manifest."""
-    problems: list[str] = []
-    integrity: dict[str, str] = {}
-    staged: dict[str, Path] = {}
+) -> Staged:
+    """Extract members into stage and check each against the manifest and for what it is.
+
+    A member's kind comes from its name, whatever the manifest says: every database is opened
+    and checked (a store must be a Hermes store), and a manifest that disagrees is refused.
+    """
+    out = Staged()
     listed = manifest["members"]
     names = {i.filename for i in files} - {MANIFEST}
     for missing in sorted(set(listed) - names):
-        problems.append(f"{missing}: listed in the manifest but missing from the archive")
+        out.problems.append(f"{missing}: listed in the manifest but missing from the archive")
     for extra in sorted(names - set(listed)):
-        problems.append(f"{extra}: in the archive but not in the manifest")
+        out.problems.append(f"{extra}: in the archive but not in the manifest")
     for n, info in enumerate(files):
-        if info.filename == MANIFEST or info.filename not in listed:
+        name = info.filename
+        if name == MANIFEST or name not in listed:
             continue
-        entry = listed[info.filename]
+        entry = listed[name]
+        database = member_is_database(name)
+        declared = entry.get("kind")
+        if declared != ("sqlite" if database else "file"):
+            out.problems.append(
+                f"{name}: the manifest calls it {declared!r}, but a member named like this is "
+                f"{'a database' if database else 'a plain file'}"
+            )
+            continue
         dest = stage / f"{n}.member"
         try:
-            size, digest = _extract(zf, info, dest)
-        except (zipfile.BadZipFile, OSError) as exc:
-            problems.append(f"{info.filename}: cannot be read ({exc})")
+            size, digest = extract_member(zf, info, dest)
+        except (zipfile.BadZipFile, OSError, EOFError) as exc:
+            out.problems.append(f"{name}: cannot be read ({exc})")
             continue
         if size != entry.get("size") or digest != entry.get("sha256"):
-            problems.append(f"{info.filename}: size or sha256 does not match the manifest")
+            out.problems.append(f"{name}: size or sha256 does not match the manifest")
             continue
-        staged[info.filename] = dest
-        if entry.get("kind") == "sqlite":
-            integrity[info.filename] = _integrity(dest)
-            if integrity[info.filename] != "ok":
-                problems.append(f"{info.filename}: integrity_check: {integrity[info.filename]}")
-    return problems, integrity, staged
+        out.paths[name] = dest
+        if database:
+            facts = check_database(dest, store=is_store_name(name))
+            out.facts[name] = facts
+            out.problems += [f"{name}: {p}" for p in facts.problems]
+    return out
 
 
 def verify_backup(archive: str | os.PathLike[str]) -> VerifyResult:
-    """Re-check every member's hash against the manifest and open each database."""
+    """Re-check every member's hash against the manifest and check each database."""
     archive = Path(archive).expanduser().absolute()
     result = VerifyResult(archive)
-    stage = Path(tempfile.mkdtemp(prefix=".hermes-verify-"))
-    try:
-        with zipfile.ZipFile(archive) as zf:
-            files = _check_members(zf, MAX_MEMBER_BYTES)
-            manifest = _read_manifest(zf)
-            problems, integrity, staged = _staged_check(zf, files, manifest, stage)
-        result.problems = problems
-        result.databases = integrity
-        result.members_checked = len(staged)
-    except (zipfile.BadZipFile, OSError) as exc:
-        result.problems.append(f"not a readable zip archive: {exc}")
-    except UnsafeArchiveError as exc:
-        result.problems.append(str(exc))
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return result
-
-
-# --- restore -------------------------------------------------------------------------------
-
-
-def _store_user_pids(db_paths: list[Path]) -> str:
-    """Name the other processes that hold or have open any of these databases."""
-    from hermes_state.lockowners import lock_holders
-
-    names = []
-    for db in db_paths:
-        if not db.exists():
-            continue
-        text = lock_holders(db).describe_other_processes()
-        if text:
-            names.append(f"{db.name}: {text}")
-    return "; ".join(names)
-
-
-def _counts(path: Path) -> tuple[int, int] | None:
-    """Return (sessions, messages) of a store, or None when it cannot be read."""
-    if not path.exists():
-        return None
-    try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=READ_TIMEOUT_S)
-    except sqlite3.Error:
-        return None
-    try:
-        return (
-            conn.execute("SELECT count(*) FROM sessions").fetchone()[0],
-            conn.execute("SELECT count(*) FROM messages").fetchone()[0],
-        )
-    except sqlite3.Error:
-        return None
-    finally:
-        conn.close()
-
-
-def _safe_destination(home: Path, name: str) -> Path:
-    """Return home/name, refusing a path whose parents are symlinks or leave home."""
-    dest = home / name
-    parent = home
-    for part in PurePosixPath(name).parts[:-1]:
-        parent = parent / part
-        if parent.is_symlink() or (parent.exists() and not parent.is_dir()):
-            raise UnsafeArchiveError(f"{name}: {parent} is a symlink or not a directory")
-    if not dest.resolve().is_relative_to(home.resolve()):
-        raise UnsafeArchiveError(f"{name}: resolves outside {home}")
-    return dest
-
-
-def _move_aside(dest: Path, why: str) -> Path:
-    """Rename a database that cannot take the restore (and its sidecars) out of the way."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    aside = dest.with_name(f"{dest.name}.{why}-{stamp}-{os.getpid()}.bak")
-    os.replace(dest, aside)
-    for suffix in SIDECAR_SUFFIXES:
-        side = Path(str(dest) + suffix)
-        if side.exists():
-            os.replace(side, Path(str(aside) + suffix))
-    return aside
-
-
-def _backup_into(staged: Path, dest: Path) -> None:
-    """Copy a staged database into dest through the SQLite backup API."""
-    src = sqlite3.connect(staged)
-    try:
-        live = sqlite3.connect(dest, timeout=READ_TIMEOUT_S)
+    scratch = Path(tempfile.gettempdir())
+    remove_stale_work_dirs(scratch, (VERIFY_WORK_PREFIX,))
+    with make_work_dir(scratch, VERIFY_WORK_PREFIX) as work:
         try:
-            src.backup(live)
-        finally:
-            live.close()
-    finally:
-        src.close()
-
-
-def _restore_db(staged: Path, dest: Path) -> str | None:
-    """Write a staged database into place through the backup API (same inode when it exists).
-
-    Returns a warning when the file in place was not a database and had to be moved aside.
-    """
-    guard.check_store_path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    warning = None
-    if dest.exists():
-        try:
-            _backup_into(staged, dest)
-        except sqlite3.OperationalError as exc:
-            if is_lock_error(exc):
-                raise StoreBusyError(
-                    f"{dest.name} stayed locked during the restore: {exc}"
-                ) from exc
-            raise
-        except sqlite3.DatabaseError as exc:
-            if not is_corruption_error(exc):
-                raise
-            aside = _move_aside(dest, "unrestorable")
-            warning = f"{dest.name} was not a readable database ({exc}); moved aside to {aside}"
-    if not dest.exists():
-        # A stale WAL without its database would be replayed onto the new file: move it aside.
-        stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-        for suffix in SIDECAR_SUFFIXES:
-            side = Path(str(dest) + suffix)
-            if side.exists():
-                os.replace(side, side.with_name(f"{side.name}.stale-{stamp}"))
-        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        os.close(fd)  # brand new and empty: no lock of ours can be on it yet
-        _backup_into(staged, dest)
-    secure_store_files(dest)
-    return warning
-
-
-def _restore_file(staged: Path, dest: Path, mode: int) -> None:
-    """Put a plain file in place atomically (temp file in the same directory, then rename)."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.restore")
-    shutil.copyfile(staged, tmp)
-    os.chmod(tmp, mode)
-    os.replace(tmp, dest)
-
-
-def restore_backup(
-    archive: str | os.PathLike[str],
-    home: str | os.PathLike[str],
-    *,
-    force: bool = False,
-    max_member_bytes: int = MAX_MEMBER_BYTES,
-) -> RestoreResult:
-    """Restore an archive into home: every database (ledger included) and every file."""
-    archive = Path(archive).expanduser().absolute()
-    home = Path(home).expanduser().absolute()
-    result = RestoreResult(archive, home, forced=force)
-    try:
-        zf = zipfile.ZipFile(archive)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise BackupError(f"{archive} is not a readable zip archive: {exc}") from exc
-    with zf:
-        # Every member is judged before the first byte is written anywhere.
-        files = _check_members(zf, max_member_bytes)
-        manifest = _read_manifest(zf)
-        destinations = {
-            i.filename: _safe_destination(home, i.filename) for i in files if i.filename != MANIFEST
-        }
-        modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in files}
-        home.mkdir(parents=True, exist_ok=True)
-        _check_space(home, files)
-        stage = Path(tempfile.mkdtemp(prefix=".hermes-restore-", dir=home))
-        try:
-            problems, _integrity, staged = _staged_check(zf, files, manifest, stage)
-        except BaseException:
-            shutil.rmtree(stage, ignore_errors=True)
-            raise
-    try:
-        if problems:
-            raise BackupError("The archive failed verification: " + "; ".join(problems[:10]))
-        kinds = {name: manifest["members"][name].get("kind") for name in staged}
-        db_names = [n for n in staged if kinds[n] == "sqlite"]
-        holders = _store_user_pids([destinations[n] for n in db_names])
-        if holders and not force:
-            raise StoreBusyError(f"Another process has the store open: {holders}")
-        result.holders = holders
-        for name in db_names:
-            dest = destinations[name]
-            before = _counts(dest)
-            moved = _restore_db(staged[name], dest)
-            if moved:
-                result.warnings.append(moved)
-            after = _counts(dest)
-            if before and after and (after[0] < before[0] or after[1] < before[1]):
-                result.warnings.append(
-                    f"{name}: the restored store has fewer sessions/messages "
-                    f"({after[0]}/{after[1]}) than the one it replaced ({before[0]}/{before[1]})"
-                )
-            result.databases.append(name)
-        for name, path in staged.items():
-            if kinds[name] == "sqlite":
-                continue
-            dest = destinations[name]
-            if dest.name in RUNTIME_FILES and dest.exists():
-                result.kept.append(name)
-                continue
-            private = dest.name in PRIVATE_FILES
-            mode = 0o600 if private else (modes.get(name) or 0o600) & 0o755
-            _restore_file(path, dest, mode)
-            result.files.append(name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+            with zipfile.ZipFile(archive) as zf:
+                files = check_members(zf)
+                manifest = read_manifest(zf)
+                staged = stage_members(zf, files, manifest, work.path)
+            result.problems = staged.problems
+            result.databases = {n: f.integrity for n, f in staged.facts.items()}
+            result.members_checked = len(staged.paths)
+        except (zipfile.BadZipFile, OSError) as exc:
+            result.problems.append(f"not a readable zip archive: {exc}")
+        except BackupError as exc:
+            result.problems.append(str(exc))
     return result

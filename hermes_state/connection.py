@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import random
+import shutil
 import sqlite3
 import stat
 import threading
@@ -19,9 +20,12 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from hermes_state import guard, journal, layout, migrations, schema
 from hermes_state.errors import (
+    SQLITE_IOERR,
+    DiskFullError,
     HermesStateError,
     NotAHermesStoreError,
     SchemaTooNewError,
+    StoreAccessError,
     StoreCorruptError,
     StoreLockedError,
     StoreNeedsMigrationError,
@@ -30,7 +34,9 @@ from hermes_state.errors import (
     UnknownSchemaError,
     is_corruption_error,
     is_lock_error,
+    translate_sqlite_error,
 )
+from hermes_state.home import ensure_private_dir
 
 if TYPE_CHECKING:
     from hermes_state.layout import Layout
@@ -54,6 +60,7 @@ CHECKPOINT_EVERY_N_WRITES = 50
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SIDECAR_SUFFIXES = ("-wal", "-shm")
+LOW_SPACE_BYTES = 1 << 20  # an I/O error opening a store with less free than this: disk full
 
 # Paths this process has an open connection to: raw byte probes of such a file are refused,
 # because closing even a short-lived descriptor would drop this process's POSIX locks on it.
@@ -132,6 +139,14 @@ class Store:
         # Set once a read or write met damage: closing must then not checkpoint the WAL into
         # the main file (a stale WAL replayed onto a newer file would make things worse).
         self.damaged = False
+        # How many writes this handle had made when a whole-file check last found it sound
+        # (None: never checked); a check is not repeated until this handle writes again.
+        self.verified_at: int | None = None
+
+    @property
+    def writes(self) -> int:
+        """Return how many write transactions this handle has committed."""
+        return self._writes
 
     def __enter__(self) -> Store:
         return self
@@ -211,8 +226,16 @@ def close_without_checkpoint(conn: sqlite3.Connection, path: Path) -> None:
     """Close a writable connection without SQLite's close-time checkpoint into the main file.
 
     The last connection to close a WAL store checkpoints it; a second, read-only connection
-    holding a read transaction while the writable one closes keeps that from happening.
+    holding a read transaction while the writable one closes keeps that from happening. An
+    empty WAL has nothing to checkpoint: the plain close then removes the -wal/-shm it made.
     """
+    try:
+        if os.stat(str(path) + "-wal").st_size == 0:
+            conn.close()
+            return
+    except FileNotFoundError:
+        conn.close()
+        return
     try:
         holder = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
     except sqlite3.Error:
@@ -256,6 +279,10 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
                 store.mark_damaged()
                 raise StoreCorruptError(f"{store.path} is damaged: {exc}") from exc
             if not is_lock_error(exc):
+                # A full disk or a read-only file is said as such, with the store's path.
+                typed = translate_sqlite_error(exc, store.path)
+                if typed is not None:
+                    raise typed from exc
                 raise
             now = time.monotonic()
             remaining = deadline - now
@@ -324,6 +351,78 @@ def read_header(path: Path) -> bytes:
         os.close(fd)
 
 
+def resolve_store_path(path: str | os.PathLike[str]) -> Path:
+    """Return the file a store path names, following a symlinked store file to its target.
+
+    SQLite follows the link and keeps -wal/-shm/-journal beside the target, so every path this
+    package builds from the store's (sidecars, lock owners, backups) must start from there. A
+    link to nothing is refused: writing through it would create a store outside the home.
+    """
+    path = Path(path).expanduser().absolute()
+    if not path.is_symlink():
+        return path
+    target = Path(os.path.realpath(path))
+    if not target.exists():
+        raise StoreNotFoundError(
+            f"{path} is a symbolic link to {target}, which does not exist",
+            hint="Point the link at an existing store, or remove it so a new store is made in "
+            "the home.",
+        )
+    guard.check_store_path(target)
+    return target
+
+
+def check_store_file(path: Path) -> None:
+    """Refuse a store path that exists but is not a regular file this user may open."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except PermissionError as exc:
+        raise StoreAccessError(
+            f"Cannot reach {path}: permission denied on a directory above it",
+            hint="Run hermes as the user who owns the Hermes home.",
+        ) from exc
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreAccessError(
+            f"{path} is a directory, not a store file; nothing was read or written",
+            hint="Move it out of the way: the store is a file named state.db in the home.",
+        )
+    if not stat.S_ISREG(st.st_mode):
+        raise StoreAccessError(
+            f"{path} is not a regular file (a device, socket or pipe); nothing was read or written"
+        )
+
+
+def access_error(path: Path, exc: OSError | sqlite3.Error) -> HermesStateError:
+    """Say why this user cannot open the store at path (owner, read-only place, hot journal,
+    no space left for its -shm or journal)."""
+    typed = translate_sqlite_error(exc, path) if isinstance(exc, sqlite3.Error) else None
+    if typed is not None and not isinstance(typed, StoreAccessError):
+        return typed
+    code = getattr(exc, "sqlite_errorcode", 0) or 0
+    if code & 0xFF == SQLITE_IOERR:
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(path.parent).free < LOW_SPACE_BYTES:
+                return DiskFullError(
+                    f"No space left beside {path} for SQLite's shared-memory or journal file "
+                    f"({exc}); nothing was written"
+                )
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and st.st_uid != os.geteuid() and not os.access(path, os.R_OK | os.W_OK):
+        return StoreAccessError(
+            f"{path} belongs to another user (uid {st.st_uid}) and this user (uid "
+            f"{os.geteuid()}) may not open it; nothing was read or written",
+            hint="Run hermes as the store's owner (for example with sudo -u).",
+        )
+    if typed is not None:
+        return typed
+    return StoreAccessError(f"Cannot open {path}: {exc}")
+
+
 def _header_problem(path: Path) -> str | None:
     """Return "zeroed"/"notadb" when the file at path cannot be an SQLite store, else None."""
     st = os.stat(path)
@@ -389,9 +488,14 @@ def open_store(
     """
     path = Path(path).expanduser().absolute()
     guard.check_store_path(path)
+    # Through a symlink, the file is the user's own arrangement (or someone else's trap):
+    # write to it, but never change its mode (a chmod would follow the link).
+    linked = path.is_symlink()
+    path = resolve_store_path(path)
+    check_store_file(path)
     if read_only:
         return _open_read_only(path)
-    return _open_writable(path, role=role, create=create)
+    return _open_writable(path, role=role, create=create, tighten=not linked)
 
 
 def _connect_writable(path: Path) -> sqlite3.Connection:
@@ -411,8 +515,10 @@ def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
             f"(up to {schema.SCHEMA_VERSION}); refusing to write to it"
         )
     known = ", ".join(str(v) for v in schema.KNOWN_VERSIONS)
+    # schema.stored_version reads a value that is not a number as -1.
+    shown = "a schema_version that is not a number" if version == -1 else f"schema {version}"
     return UnknownSchemaError(
-        f"{path} is at schema {version}, which no Hermes Agent release this hermes knows "
+        f"{path} is at {shown}, which no Hermes Agent release this hermes knows "
         f"writes (known: {known}); refusing to write to it"
     )
 
@@ -447,15 +553,18 @@ def schema_is_empty(conn: sqlite3.Connection) -> bool:
     return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) == 0
 
 
-def _open_writable(path: Path, *, role: Role, create: bool) -> Store:
+def _open_writable(path: Path, *, role: Role, create: bool, tighten: bool = True) -> Store:
     quarantine: Quarantine | None = None
     if not path.exists() and not create:
         raise StoreNotFoundError(f"No store yet at {path}")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_private_dir(path.parent)
     # Probe the header only when no connection of ours has the file open (a raw read would
     # otherwise drop our POSIX locks); take the cross-process lock only when acting on it.
     if path.exists() and not is_open_in_process(path):
-        problem = _header_problem(path)
+        try:
+            problem = _header_problem(path)
+        except PermissionError as exc:
+            raise access_error(path, exc) from exc
         if problem and role == "edit":
             # Only the agent's own open may move a store aside; a command never replaces one.
             what = "empty (0 bytes)" if problem == "zeroed" else "not an SQLite database"
@@ -469,8 +578,12 @@ def _open_writable(path: Path, *, role: Role, create: bool) -> Store:
         with _creation_lock(path):
             if not path.exists():
                 _create_new_store(path)
-    secure_file(path)
-    conn = _connect_writable(path)
+    if tighten:
+        secure_file(path)
+    try:
+        conn = _connect_writable(path)
+    except sqlite3.Error as exc:
+        raise access_error(path, exc) from exc
     _register_open(path)
     try:
         found = _retry_locked(path, lambda: layout.inspect(conn))
@@ -510,7 +623,8 @@ def _open_writable(path: Path, *, role: Role, create: bool) -> Store:
             store.write(migrations.migrate)
             store.layout = layout.inspect(conn)
             store.forget_columns()
-        secure_store_files(path)
+        if tighten:
+            secure_store_files(path)
         return store
     except sqlite3.DatabaseError as exc:
         _register_close(path)
@@ -518,6 +632,8 @@ def _open_writable(path: Path, *, role: Role, create: bool) -> Store:
             close_without_checkpoint(conn, path)
             raise StoreCorruptError(f"{path} is damaged: {exc}") from exc
         conn.close()
+        if not is_lock_error(exc) and translate_sqlite_error(exc, path) is not None:
+            raise access_error(path, exc) from exc
         raise
     except StoreCorruptError:
         _register_close(path)
@@ -581,13 +697,16 @@ def _open_read_only(path: Path) -> Store:
         raise StoreNotFoundError(f"No store yet at {path}")
     last: Exception | None = None
     for attempt in range(4):
-        conn = sqlite3.connect(
-            read_only_uri(path),
-            uri=True,
-            timeout=READ_BUSY_TIMEOUT_S,
-            isolation_level=None,
-            check_same_thread=False,
-        )
+        try:
+            conn = sqlite3.connect(
+                read_only_uri(path),
+                uri=True,
+                timeout=READ_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise access_error(path, exc) from exc
         conn.row_factory = sqlite3.Row
         try:
             found = layout.inspect(conn)
@@ -618,6 +737,8 @@ def _open_read_only(path: Path) -> Store:
             if "disk i/o error" in str(exc).lower() and attempt < 3:
                 time.sleep(0.05)
                 continue
+            if translate_sqlite_error(exc, path) is not None:
+                raise access_error(path, exc) from exc
             raise
         except BaseException:
             conn.close()

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+
+SQLITE_PERM = 3
 SQLITE_BUSY = 5
 SQLITE_LOCKED = 6
+SQLITE_READONLY = 8
+SQLITE_IOERR = 10
 SQLITE_CORRUPT = 11
+SQLITE_FULL = 13
+SQLITE_CANTOPEN = 14
 SQLITE_NOTADB = 26
+SQLITE_READONLY_ROLLBACK = SQLITE_READONLY | (3 << 8)
+SQLITE_READONLY_DIRECTORY = SQLITE_READONLY | (6 << 8)
 
 
 class HermesStateError(Exception):
@@ -132,6 +141,28 @@ class LedgerBusyError(HermesStateError):
         self.open_rows = open_rows or []
 
 
+class StoreAccessError(HermesStateError):
+    """The store file cannot be opened as asked: permissions, a read-only place, not a file."""
+
+    hint = "Run hermes as the user who owns the store, or check the path."
+
+
+class HotJournalError(StoreAccessError):
+    """A writer stopped mid-transaction; the store must be rolled back before it can be read."""
+
+    hint = (
+        "A process stopped in the middle of a write and left state.db-journal behind. The next "
+        "writer rolls it back (start Hermes, or run a write command such as `hermes sessions "
+        "pin`), then retry. Do not delete the journal: that would leave the store damaged."
+    )
+
+
+class DiskFullError(HermesStateError):
+    """The file system ran out of space (or quota) during a write."""
+
+    hint = "Free some space (or write somewhere else) and retry."
+
+
 class StoreBusyError(HermesStateError):
     """A structural rewrite refused because another process holds the store open."""
 
@@ -167,9 +198,64 @@ def is_corruption_error(exc: BaseException) -> bool:
 def translate_sqlite_error(
     exc: BaseException, path: object = "the store"
 ) -> HermesStateError | None:
-    """Return the typed error for a damaged or locked store's sqlite3 error, else None."""
+    """Return the typed error for a damaged, locked, full or unreadable store's sqlite3 error,
+    else None."""
     if is_corruption_error(exc):
         return StoreCorruptError(f"{path} is damaged: {exc}")
     if is_lock_error(exc):
         return StoreLockedError(f"{path} is locked by another process: {exc}")
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:
+        return None
+    if code == SQLITE_READONLY_ROLLBACK:
+        return HotJournalError(
+            f"{path} has an unfinished transaction (a hot rollback journal) that a read-only "
+            "open cannot roll back"
+        )
+    if code == SQLITE_READONLY_DIRECTORY:
+        return StoreAccessError(
+            f"{path} is in a directory this user cannot write: SQLite must create the "
+            "shared-memory file (-shm) beside a WAL store even to read it",
+            hint="Run hermes as the directory's owner, or make the directory writable.",
+        )
+    if (code & 0xFF) == SQLITE_FULL:
+        return DiskFullError(f"No space left for {path} ({exc}); the write was rolled back")
+    if (code & 0xFF) in (SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY):
+        return StoreAccessError(f"Cannot open {path} for this operation: {exc}")
+    if (code & 0xFF) == SQLITE_IOERR:
+        return StoreAccessError(
+            f"{path}: {exc}",
+            hint="The disk may be full or failing: check its free space and the system log, "
+            "then retry.",
+        )
+    return None
+
+
+# errno values that describe the environment (space, permissions, paths), not a bug.
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_ACCESS_ERRNOS = frozenset(
+    {
+        errno.EPERM,
+        errno.ENOENT,
+        errno.EACCES,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EROFS,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
+
+
+def translate_os_error(exc: BaseException) -> HermesStateError | None:
+    """Return a typed error for an OSError about space, permissions or paths, else None."""
+    if not isinstance(exc, OSError) or exc.errno is None:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    if exc.errno in _DISK_FULL_ERRNOS:
+        return DiskFullError(f"{exc.strerror}{where}")
+    if exc.errno in _ACCESS_ERRNOS:
+        return StoreAccessError(
+            f"{exc.strerror}{where}", hint="Check the path and its permissions, then retry."
+        )
     return None

@@ -418,8 +418,8 @@ def optimize(conn: sqlite3.Connection) -> list[str]:
         try:
             conn.execute(f"INSERT INTO {quote(table)}({quote(table)}) VALUES ('optimize')")
         except sqlite3.OperationalError as exc:
-            if is_lock_error(exc):
-                raise
+            if is_lock_error(exc) or not conn.in_transaction:
+                raise  # a lock, or an error (a full disk) after which SQLite rolled back
             # e.g. an agent's CJK table whose tokenizer this process cannot load
             log.info("fts: cannot optimise %s: %s", table, exc)
             continue

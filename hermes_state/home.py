@@ -209,15 +209,15 @@ def create_profile(name: str) -> Path:
         raise ProfileExistsError("Profile 'default' always exists: it is the Hermes root.")
     root = get_profiles_root()
     path = _profile_dir(root, name)
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_private_dir(path.parent)
     try:
-        path.mkdir(mode=0o700)
+        path.mkdir(mode=PRIVATE_DIR_MODE)
     except FileExistsError:
         raise ProfileExistsError(
             f"Profile '{name}' already exists.", hint=f"Its directory is {path}"
         ) from None
     # mkdir's mode is filtered by the umask; profiles hold private transcripts.
-    os.chmod(path, 0o700)
+    os.chmod(path, PRIVATE_DIR_MODE)
     return path
 
 
@@ -242,10 +242,45 @@ def delete_profile(name: str) -> Path:
     return path
 
 
+def profile_name_of(home: str | os.PathLike[str]) -> str:
+    """Return the profile name a home directory belongs to ('default' for a root)."""
+    # Anything not shaped <root>/profiles/<name> is a root (or acts as one: a custom HERMES_HOME).
+    return _named_profile_of(_absolute(home)) or DEFAULT_PROFILE
+
+
 def current_profile_name() -> str:
     """Return the name of the profile get_hermes_home() resolves to ('default' for a root)."""
-    # Anything not shaped <root>/profiles/<name> is a root (or acts as one: a custom HERMES_HOME).
-    return _named_profile_of(get_hermes_home()) or DEFAULT_PROFILE
+    return profile_name_of(get_hermes_home())
+
+
+PRIVATE_DIR_MODE = 0o700
+
+
+def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
+    """Create a directory and any missing parents as 0700 (whatever the umask); return it.
+
+    Directories that already exist keep their mode: they are the user's, not ours.
+    """
+    target = _absolute(path)
+    missing: list[Path] = []
+    probe = target
+    while not probe.exists() and not probe.is_symlink():
+        missing.append(probe)
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+            continue  # a sibling process made it first: it is theirs to set up
+        # mkdir's mode is filtered by the umask; these hold private transcripts and archives.
+        os.chmod(directory, PRIVATE_DIR_MODE)
+    if not target.is_dir():
+        raise NotADirectoryError(20, "Not a directory", str(target))
+    return target
 
 
 def display_hermes_home(path: str | os.PathLike[str] | None = None) -> str:

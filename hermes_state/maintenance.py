@@ -28,6 +28,7 @@ from hermes_state.ledger import (
     open_work_in,
 )
 from hermes_state.messages import clear_messages_in
+from hermes_state.schema import quote
 from hermes_state.sessions import require_session_in
 
 CHUNK = 900  # bound on SQL variables per IN-list (SQLite's historical limit is 999)
@@ -639,19 +640,29 @@ class MigrateOutcome:
 # --- health check ---------------------------------------------------------------------------
 
 
-def require_intact(store: Store) -> None:
+def require_intact(store: Store, table: str | None = None) -> None:
     """Raise StoreCorruptError (touching nothing) unless PRAGMA quick_check finds the file sound.
 
-    Rewrites (VACUUM, FTS optimise, migrations) of a damaged file would spread the damage;
-    such a store is for `hermes sessions recover`, which reads it without writing.
+    Rewrites (VACUUM, FTS optimise, migrations, deletes) of a damaged file would spread the
+    damage; such a store is for `hermes sessions recover`, which reads it without writing.
+    ``table`` limits the check to that table's b-tree and its indexes: what an edit of one of
+    its rows reads and writes. A whole-file check is not repeated until this handle writes.
     """
+    if table is None and store.verified_at == store.writes:
+        return
+    pragma = "PRAGMA quick_check(5)" if table is None else f"PRAGMA quick_check({quote(table)})"
     try:
-        rows = [str(r[0]) for r in store.conn.execute("PRAGMA quick_check(5)")]
+        rows = [str(r[0]) for r in store.conn.execute(pragma)]
     except sqlite3.DatabaseError as exc:
         rows = [str(exc)]
     if rows != ["ok"]:
         store.mark_damaged()
-        raise StoreCorruptError(f"{store.path} is damaged: {'; '.join(rows)}")
+        where = "" if table is None else f" (in table {table} or its indexes)"
+        raise StoreCorruptError(
+            f"{store.path} is damaged{where}: {'; '.join(rows[:5])}; nothing was written"
+        )
+    if table is None:
+        store.verified_at = store.writes
 
 
 @dataclass(frozen=True)

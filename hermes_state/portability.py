@@ -25,7 +25,8 @@ from typing import IO, Any
 from hermes_state import messages as msglib, sessions as seslib
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError
-from hermes_state.text import bindable
+from hermes_state.ledger import busy_message, open_work_in
+from hermes_state.text import bindable, scrub_surrogates
 
 SESSION_CHUNK = 500
 MESSAGE_CHUNK = 2000
@@ -37,6 +38,8 @@ MESSAGE_KEYS = frozenset({"role", "content", *msglib.APPEND_FIELDS})
 _IGNORED_MESSAGE_KEYS = frozenset({"id", "session_id"})
 # Counters the store maintains while inserting; an import puts the exported values back after.
 _RESTORED_COUNTERS = ("message_count", "tool_call_count", "last_activity_at")
+SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
+TOO_DEEP = "nested too deeply to read (a JSON value inside hundreds of levels of arrays/objects)"
 
 Progress = Callable[[int], None]
 
@@ -407,6 +410,8 @@ def _jsonl_records(fp: IO[str]) -> Iterator[tuple[int, Any]]:
             yield line_no, json.loads(line)
         except ValueError as exc:
             yield line_no, _Bad(f"invalid JSON: {exc}")
+        except RecursionError:
+            yield line_no, _Bad(TOO_DEEP)
 
 
 def _json_array_records(fp: IO[str]) -> Iterator[tuple[int, Any]]:
@@ -465,6 +470,9 @@ def _json_array_records(fp: IO[str]) -> Iterator[tuple[int, Any]]:
             try:
                 obj, end = decoder.raw_decode(buf, pos)
                 break
+            except RecursionError:
+                yield line, _Bad(TOO_DEEP)
+                return  # where this element ends cannot be known without parsing it
             except ValueError as exc:
                 if not more():
                     yield line, _Bad(f"invalid JSON: {exc}")
@@ -510,11 +518,28 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _column_value(value: Any) -> Any:
-    """Return a session field as SQLite can store it (nested JSON becomes JSON text)."""
+def _column_value(key: str, value: Any) -> Any:
+    """Return a session or message field as SQLite can store it: nested JSON becomes JSON text,
+    lone surrogates are removed; an integer SQLite cannot hold is refused."""
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return value
+        try:
+            value = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        except (RecursionError, ValueError) as exc:
+            raise _Invalid(f"'{key}' cannot be stored: {exc}") from None
+    if (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and not SQLITE_INT_MIN <= value <= SQLITE_INT_MAX
+    ):
+        raise _Invalid(f"'{key}' is {value}, outside the range of a 64-bit integer")
+    return scrub_surrogates(value)
+
+
+def _identity(record: Mapping[str, Any], key: str) -> None:
+    """Refuse an id field holding text sqlite3 cannot store (an id is never silently altered)."""
+    value = record.get(key)
+    if isinstance(value, str) and scrub_surrogates(value) != value:
+        raise _Invalid(f"'{key}' contains a lone surrogate (text that is not valid Unicode)")
 
 
 def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -534,10 +559,14 @@ def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict
     title = record.get("title")
     if title is not None and not isinstance(title, str):
         raise _Invalid("'title' must be a string or null")
+    _identity(record, "id")
+    _identity(record, "parent_session_id")
     raw_messages = record.get("messages", [])
     if not isinstance(raw_messages, list):
         raise _Invalid("'messages' must be a list")
-    session = {k: _column_value(v) for k, v in record.items() if k != "messages"}
+    session = {k: _column_value(k, v) for k, v in record.items() if k != "messages"}
+    if not session["source"]:
+        raise _Invalid("'source' must be a non-empty string")
     out: list[dict[str, Any]] = []
     for i, msg in enumerate(raw_messages):
         if not isinstance(msg, Mapping):
@@ -556,6 +585,9 @@ def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict
                 raise _Invalid(f"messages[{i}]: '{flag}' must be 0 or 1")
         extra = set(msg) - MESSAGE_KEYS - _IGNORED_MESSAGE_KEYS
         ignored.update(f"messages.{k}" for k in extra)
+        for k, v in msg.items():
+            if isinstance(v, int) and not isinstance(v, bool):
+                _column_value(f"messages[{i}].{k}", v)  # refuses what SQLite cannot hold
         out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS})
     return session, out
 
@@ -602,6 +634,10 @@ def _write_session(
     quoted = ", ".join(f'"{c}"' for c in cols)
     values = [session[c] for c in cols]
     if exists:
+        # Replacing empties the session: refused, like delete, while the gateway has work open.
+        busy = open_work_in(conn, [sid])
+        if busy:
+            raise _Refused(busy_message(sid, busy) + "; it was not replaced")
         conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
         sets = ", ".join(f'"{c}" = ?' for c in cols if c != "id")
         conn.execute(
@@ -675,8 +711,12 @@ def import_sessions(
                 ),
                 patience=TRANSCRIPT_WRITE_PATIENCE_S,
             )
-        except (_Refused, sqlite3.IntegrityError) as exc:
+        except (_Refused, sqlite3.IntegrityError, sqlite3.InterfaceError) as exc:
             result.errors.append(ImportIssue(line, session["id"], str(exc)))
+            return True
+        except (OverflowError, UnicodeEncodeError, RecursionError, ValueError) as exc:
+            # A value sqlite3 cannot bind: this session is refused, the others still import.
+            result.errors.append(ImportIssue(line, session["id"], f"cannot be stored: {exc}"))
             return True
         if outcome == "deferred":
             return False

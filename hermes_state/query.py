@@ -14,6 +14,9 @@ from typing import Any
 from hermes_state import cjk
 
 MAX_QUERY_CHARS = 2048
+# Terms past this are dropped: each becomes one SQL expression node in a fallback scan, and
+# SQLite refuses an expression tree deeper than 1000 ("Expression tree is too large").
+MAX_QUERY_TERMS = 64
 MIN_PREFIX_CHARS = 3  # a shorter prefix merges the doclists of a large part of the vocabulary
 
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
@@ -140,7 +143,10 @@ def parse_query(text: str) -> Query:
         tokens.pop()
     groups: list[list[Term]] = []
     pending: str | None = None
+    kept = 0
     for kind, value, prefix in tokens:
+        if kept >= MAX_QUERY_TERMS:
+            break
         if kind == "op":
             pending = value  # of several operators in a row, the last one counts
             continue
@@ -153,6 +159,7 @@ def parse_query(text: str) -> Query:
         if not groups[-1] and term.negated:
             term = Term(term.text, phrase=term.phrase, prefix=term.prefix)
         groups[-1].append(term)
+        kept += 1
         pending = None
     return Query(tuple(tuple(g) for g in groups if g))
 

@@ -36,8 +36,8 @@ def test_backup_to_an_existing_file_is_refused(sample: Path, tmp_path: Path) -> 
     assert target.read_bytes() == b"keep"
 
 
-def test_backup_keep_rejects_zero_as_usage(sample: Path) -> None:
-    assert run("backup", "--keep", "0").exit_code == 2
+def test_backup_keep_rejects_a_negative_count_as_usage(sample: Path) -> None:
+    assert run("backup", "--keep", "-1").exit_code == 2
 
 
 def test_restore_brings_back_a_deleted_session(sample: Path, hermes_home: Path) -> None:
