@@ -25,7 +25,7 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --color | --exclude-source | --format | --from | --keep | --limit | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | -o) skip=1; continue ;;
+            --color | --exclude-source | --format | --from | --keep | --limit | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
@@ -40,6 +40,7 @@ _hermes() {
             return ;;
     esac
     case "$cmdpath:$prev" in
+        ":--wait") COMPREPLY=(); return ;;
         "backup:-o" | "backup:--output") COMPREPLY=($(compgen -f -- "$cur")); return ;;
         "backup:--keep") COMPREPLY=(); return ;;
         "sessions list:--source") _hermes_reply sources "$cur"; return ;;
@@ -98,7 +99,7 @@ _hermes() {
     esac
     local opts="" subs="" kind=""
     case "$cmdpath" in
-        "") opts="-p --profile --version -h --help"; subs="backup restore sessions db profile" ;;
+        "") opts="-p --profile --wait --no-wait --version -h --help"; subs="backup restore sessions db profile" ;;
         "backup") opts="-o --output --keep --all-profiles -h --help -p --profile" ;;
         "restore") opts="--yes -y --force -h --help -p --profile" ;;
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;

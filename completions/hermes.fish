@@ -2,7 +2,7 @@
 # Install: copy to ~/.config/fish/completions/hermes.fish
 
 set -g __hermes_known 'backup' 'restore' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete'
-set -g __hermes_value_flags --color --exclude-source --format --from --keep --limit --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until -o
+set -g __hermes_value_flags --color --exclude-source --format --from --keep --limit --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
 function __hermes_profile_args
@@ -78,6 +78,8 @@ complete -c hermes -n '__hermes_at \'\'' -a restore -d 'Restore an archive into 
 complete -c hermes -n '__hermes_at \'\'' -a sessions -d 'Browse, search, export and maintain sessions.'
 complete -c hermes -n '__hermes_at \'\'' -a db -d 'Inspect and maintain this profile\'s store file (state.db).'
 complete -c hermes -n '__hermes_at \'\'' -a profile -d 'Manage profiles: each has its own home and state.db (\'default\' is the root).'
+complete -c hermes -n '__hermes_at \'\'' -l wait -x -d 'Wait up to SECONDS for another process\'s lock on the store (default: 20 for edits, 5 to open for reading); after a second, say who holds it. Works anywhere on the line.'
+complete -c hermes -n '__hermes_at \'\'' -l no-wait -d 'Give up at once when another process holds the store.'
 complete -c hermes -n '__hermes_at \'\'' -l version -d 'Print the version and exit.'
 complete -c hermes -n '__hermes_at \'\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'backup\'' -s o -l output -r -F -d 'Archive file (.zip is added), or a directory to put it in: an existing one, or any path ending in \'/\' (created). Default: <home>/backups.'

@@ -604,7 +604,9 @@ def _keys(keys: tuple[str, ...]) -> str:
 JSON_VOCABULARY = (
     "Every command prints the same thing under the same key: a time is an ISO-8601 string in "
     "UTC to the second (2026-11-18T09:15:02Z) under a key ending in _at, null when unknown; a "
-    "flag is a JSON boolean; counts are session_count and message_count; money is cost_usd "
+    "flag is a JSON boolean; counts are session_count, message_count (live messages: the "
+    "current conversation) and stored_message_count (every stored row of every generation: "
+    "what an export writes and a delete removes); money is cost_usd "
     "(the actual cost when known, else the estimate); a session is id inside a session object "
     "and session_id elsewhere. --json is --format json. --format jsonl prints the records "
     "listed below one compact JSON document per line; csv and tsv print a header line with "

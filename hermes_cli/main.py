@@ -6,6 +6,7 @@ Command modules import the storage library inside their functions, so `hermes --
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
@@ -70,11 +71,36 @@ def _usage_line(exc: Any) -> str:
     return " ".join(message.split())
 
 
+class _ReaderLeft(Exception):
+    """The reader of stdout closed the pipe (carried past Typer, which exits 1 on EPIPE)."""
+
+
+def _reader_left() -> int:
+    """`hermes sessions list | head`: the reader closed the pipe. Exit quietly, successfully.
+
+    Whatever is still buffered for stdout goes to /dev/null, so the flush at exit cannot fail
+    a second time (and print "Exception ignored").
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.__stdout__):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
+    os.close(devnull)
+    return EXIT_OK
+
+
 def _make_group_class() -> type:
     from typer.core import TyperGroup
 
     class HermesGroup(TyperGroup):
         """The root group: runs the app and turns every expected failure into a message + code."""
+
+        def invoke(self, ctx: Any) -> Any:
+            try:
+                return super().invoke(ctx)
+            except BrokenPipeError:
+                # Typer would turn this into exit 1 on its own; every command exits 0 instead.
+                raise _ReaderLeft() from None
 
         def main(  # type: ignore[override]
             self,
@@ -117,6 +143,8 @@ def _make_group_class() -> type:
             except HermesStateError as exc:
                 render.error(exc.message, exc.hint)
                 code = exit_code_for(exc)
+            except (BrokenPipeError, _ReaderLeft):
+                code = _reader_left()
             except Exception as exc:
                 # A damaged, locked or full store reached through a path without its own
                 # handling: still one line and a hint. Anything else is a bug (a traceback).
@@ -128,10 +156,6 @@ def _make_group_class() -> type:
                     raise
                 render.error(typed.message, typed.hint)
                 code = exit_code_for(typed)
-            except BrokenPipeError:
-                # `hermes sessions list | head`: the reader left; do not print a traceback.
-                sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - stays open until exit
-                code = EXIT_FAILURE
             finally:
                 log_handlers.close()
                 from hermes_cli import output
@@ -178,6 +202,18 @@ def build_app() -> Any:
             metavar="NAME",
             help="Use profile NAME for this command (works anywhere on the line).",
         ),
+        wait: float | None = typer.Option(
+            None,
+            "--wait",
+            metavar="SECONDS",
+            min=0,
+            help="Wait up to SECONDS for another process's lock on the store (default: 20 "
+            "for edits, 5 to open for reading); after a second, say who holds it. Works "
+            "anywhere on the line.",
+        ),
+        no_wait: bool = typer.Option(
+            False, "--no-wait", help="Give up at once when another process holds the store."
+        ),
         version: bool = typer.Option(
             False,
             "--version",
@@ -190,6 +226,10 @@ def build_app() -> Any:
         if profile_name is not None:
             # Reached only when the app runs without main() (tests); main() strips the flag.
             _apply_profile_override(["hermes", "--profile", profile_name])
+        if wait is not None or no_wait:
+            from hermes_cli import waiting
+
+            waiting.set_patience(0.0 if no_wait else wait)
 
     app.add_typer(sessions.app, name="sessions")
     app.add_typer(db.app, name="db")
@@ -205,9 +245,21 @@ def get_command() -> Any:
     return typer.main.get_command(build_app())
 
 
+def _apply_wait_flags(args: list[str]) -> list[str]:
+    """Take --wait/--no-wait from anywhere on the line (as -p); a bad value is a usage error."""
+    from hermes_cli import waiting
+
+    try:
+        return waiting.take_flags(args)
+    except waiting.WaitFlagError as exc:
+        sys.stderr.write(f"Error: {exc} (see: hermes --help)\n")
+        raise SystemExit(EXIT_USAGE) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run `hermes` with argv (default: sys.argv[1:]) and exit with its code."""
     args = _apply_profile_override(None if argv is None else ["hermes", *argv])
+    args = _apply_wait_flags(args)
     rest = args[1:]
     if rest[:1] == ["--version"]:
         # Fast path: no app, no storage, no rich.

@@ -5,7 +5,9 @@ Rules (documented in hermes(1), checked by tests against what the commands emit)
   `_at`; a missing time is null;
 - a flag is a JSON boolean (`archived`, `pinned`, `active`, `compacted`);
 - the same thing has the same key everywhere: a session is `id` in a session object and
-  `session_id` elsewhere; counts are `session_count`, `message_count`; money is `cost_usd`
+  `session_id` elsewhere; counts are `session_count`, `message_count` (live messages: the
+  current conversation) and `stored_message_count` (every stored row, all generations: what an
+  export writes and a delete removes); money is `cost_usd`
   (the actual cost when known, else the estimate); token totals are `total_tokens`.
 Exact stored values (epoch floats, every column) are what `sessions export` writes.
 """
@@ -30,6 +32,7 @@ SESSION_KEYS = (
     "end_reason",
     "last_active_at",
     "message_count",
+    "stored_message_count",
     "tool_call_count",
     "input_tokens",
     "output_tokens",
@@ -70,13 +73,14 @@ HIT_KEYS = (
     "context",
 )
 
-SOURCE_KEYS = ("source", "session_count", "message_count")
+SOURCE_KEYS = ("source", "session_count", "message_count", "stored_message_count")
 MODEL_KEYS = ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")
 TOP_SESSION_KEYS = ("id", "title", "model", "source", "total_tokens", "cost_usd")
 STATS_KEYS = (
     "profile",
     "session_count",
     "message_count",
+    "stored_message_count",
     "by_source",
     "by_model",
     "top_sessions",
@@ -149,6 +153,7 @@ def session(row: Mapping[str, Any], profile: str | None = None) -> dict[str, Any
         "end_reason": row.get("end_reason"),
         "last_active_at": iso_utc(last),
         "message_count": _int(row.get("message_count")),
+        "stored_message_count": _int(row.get("stored_message_count", row.get("message_count"))),
         "tool_call_count": _int(row.get("tool_call_count")),
         "input_tokens": _int(row.get("input_tokens")),
         "output_tokens": _int(row.get("output_tokens")),
@@ -222,11 +227,13 @@ def stats(report: Mapping[str, Any]) -> dict[str, Any]:
         "profile": report.get("profile"),
         "session_count": _int(report.get("session_count")),
         "message_count": _int(report.get("message_count")),
+        "stored_message_count": _int(report.get("stored_message_count")),
         "by_source": [
             {
                 "source": r.get("source"),
                 "session_count": _int(r.get("sessions")),
                 "message_count": _int(r.get("messages")),
+                "stored_message_count": _int(r.get("stored_messages")),
             }
             for r in report.get("by_source") or []
         ],
@@ -274,6 +281,7 @@ def stats_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
     yield row("totals", None, "session_count", report["session_count"])
     yield row("totals", None, "message_count", report["message_count"])
+    yield row("totals", None, "stored_message_count", report["stored_message_count"])
     for section, key, metrics in (
         ("by_source", "source", SOURCE_KEYS[1:]),
         ("by_model", "model", MODEL_KEYS[1:]),

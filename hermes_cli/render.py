@@ -516,8 +516,24 @@ def _flags(msg: Mapping[str, Any]) -> str:
     return ""
 
 
-def session_header(session: Mapping[str, Any]) -> None:
-    """Print the summary lines of one session."""
+def _message_counts(live: int, stored: int) -> str:
+    """Say live and stored message counts the one way every command says them."""
+    if live == stored:
+        return f"{live:,}"
+    return f"{live:,} live, {stored:,} stored (all generations)"
+
+
+def session_header(
+    session: Mapping[str, Any], counts: Any = None, *, include_all: bool = False
+) -> None:
+    """Print the summary lines of one session (counts: its MessageCounts, when known)."""
+    messages: Any = session.get("message_count")
+    if counts is not None:
+        messages = _message_counts(counts.live, counts.stored)
+        if counts.shown != counts.live and not include_all:
+            messages += f"; shown below: {counts.shown:,} (live and compacted history)"
+        if counts.shown < counts.stored and not include_all:
+            messages += "; --all shows every stored one"
     pairs = [
         ("Session", session.get("id")),
         ("Title", session.get("title")),
@@ -525,7 +541,7 @@ def session_header(session: Mapping[str, Any]) -> None:
         ("Model", session.get("model")),
         ("Started", local_time(session.get("started_at"))),
         ("Ended", local_time(session.get("ended_at")) if session.get("ended_at") else None),
-        ("Messages", session.get("message_count")),
+        ("Messages", messages),
     ]
     if session.get("parent_session_id"):
         pairs.append(("Parent", session["parent_session_id"]))
@@ -579,20 +595,30 @@ def stats(report: Mapping[str, Any], *, title: str = "") -> None:
 
     settings = output.current()
     store = report["store"]
+    files = store.get("files") or {}
     key_values(
         [
-            ("Total sessions", report["session_count"]),
-            ("Total messages", report["message_count"]),
+            ("Sessions", report["session_count"]),
+            ("Messages", _message_counts(report["message_count"], report["stored_message_count"])),
             ("Store", display_hermes_home(store["path"]) if store.get("path") else None),
-            ("Database size", human_bytes(store.get("total_bytes"))),
+            ("Database file", human_bytes(files.get("db"))),
+            ("WAL file", human_bytes(files.get("wal")) if files.get("wal") else None),
             ("Schema version", store.get("schema_version")),
         ],
         title=title,
     )
     _write("\n")
     table(
-        [Column("Source", shrink_to=10), Column("Sessions", "right"), Column("Messages", "right")],
-        [[r["source"], r["session_count"], r["message_count"]] for r in report["by_source"]],
+        [
+            Column("Source", shrink_to=10),
+            Column("Sessions", "right"),
+            Column("Live msgs", "right"),
+            Column("Stored msgs", "right"),
+        ],
+        [
+            [r["source"], r["session_count"], r["message_count"], r["stored_message_count"]]
+            for r in report["by_source"]
+        ],
         title="By source",
     )
     if report["by_model"]:
@@ -663,8 +689,8 @@ def prune_preview(result: Any, *, limit: int = 15) -> None:
         echo(f"No {what}.")
     else:
         echo(
-            f"{result.sessions} {what}: {result.messages} messages, "
-            f"about {human_bytes(result.bytes_reclaimable)}."
+            f"{result.sessions} {what}: {result.messages} stored messages (every "
+            f"generation), about {human_bytes(result.bytes_reclaimable)} of data."
         )
         for sid in result.session_ids[:limit]:
             echo(f"  {sid}")
@@ -681,7 +707,7 @@ def prune_preview(result: Any, *, limit: int = 15) -> None:
 
 def prune_result(result: Any, optimized: Any = None) -> None:
     """Print what a prune deleted and how much space came back."""
-    echo(f"Pruned {result.sessions} session(s) ({result.messages} messages).")
+    echo(f"Pruned {result.sessions} session(s) ({result.messages} stored messages).")
     if result.children_repointed:
         echo(f"Re-pointed {result.children_repointed} child session(s) to their grandparent.")
     if optimized is not None:
@@ -689,13 +715,26 @@ def prune_result(result: Any, optimized: Any = None) -> None:
 
 
 def optimize_result(result: Any) -> None:
-    """Print the store size before and after a space reclaim."""
+    """Print the database and WAL file sizes before and after a space reclaim."""
     change = result.reclaimed
     how = f"reclaimed {human_bytes(change)}" if change >= 0 else f"grew by {human_bytes(-change)}"
-    echo(
-        f"Database size: {human_bytes(result.bytes_before)} -> {human_bytes(result.bytes_after)} "
-        f"({how})."
+    line = (
+        f"Database file: {human_bytes(result.db_bytes_before)} -> "
+        f"{human_bytes(result.db_bytes_after)}"
     )
+    if result.wal_bytes_before or result.wal_bytes_after:
+        line += (
+            f"; WAL file: {human_bytes(result.wal_bytes_before)} -> "
+            f"{human_bytes(result.wal_bytes_after)}"
+        )
+    echo(f"{line} ({how}).")
+    if result.vacuum_skipped:
+        warn(result.vacuum_skipped)
+        echo(
+            "Hint: run `hermes db optimize` while the other processes are stopped, or pass "
+            "--force to rewrite the file now (their writes wait until it is done).",
+            err=True,
+        )
     if result.forced and result.other_processes:
         warn("rewrote the store while in use by: " + ", ".join(result.other_processes))
 

@@ -102,8 +102,11 @@ def _list_one(
 
     rows = lib.list_sessions(store, limit=limit, offset=offset, **filters)
     total = lib.count_sessions(store, **{k: v for k, v in filters.items() if k != "order"})
+    counts = lib.message_counts(store, [r["id"] for r in rows])
     for r in rows:
         r["profile"] = name
+        # Counted from the rows (the agent's counter can lag behind foreign writers).
+        r["message_count"], r["stored_message_count"] = counts[r["id"]].live, counts[r["id"]].stored
     return rows, total
 
 
@@ -476,6 +479,8 @@ def show(
     with stores.read_store() as store:
         sid = lib.find_session(store, session)
         row = lib.require_session(store, sid)
+        counts = lib.message_counts(store, [sid])[sid]
+        row["message_count"], row["stored_message_count"] = counts.live, counts.stored
         rows: Iterable[dict[str, Any]] = _visible(
             messages.iter_messages(store, sid, include_inactive=True),
             include_all=include_all,
@@ -503,7 +508,7 @@ def show(
                 output.emit(settings, None, shaped, records.MESSAGE_KEYS)
             return
         with pager.paging(settings):
-            render.session_header(row)
+            render.session_header(row, counts, include_all=include_all)
             render.echo()
             shown = render.transcript(rows, reasoning=reasoning, skipped=skipped)
             if not shown:
@@ -622,7 +627,7 @@ def export(
     where = "stdout" if to_stdout else str(target)
     render.echo(
         f"Exported {counts.sessions} session{'s' if counts.sessions != 1 else ''} "
-        f"({counts.messages} messages) to {where}",
+        f"({counts.messages} stored messages, every generation) to {where}",
         err=True,
     )
 
@@ -719,10 +724,12 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     with stores.write_store() as store:
         sid = lib.find_session_exact(store, session)
         row = lib.require_session(store, sid)
+        counts = lib.message_counts(store, [sid])[sid]
         label = f"'{sid}'" + (f" ({row['title']})" if row.get("title") else "")
         pinned = " (it is PINNED)" if row.get("pinned") else ""
         render.confirm(
-            f"Delete session {label}{pinned} and its {row.get('message_count') or 0} messages?",
+            f"Delete session {label}{pinned} and its {counts.stored} stored messages "
+            f"({counts.live} live, the rest earlier generations)?",
             assume_yes=yes,
         )
         deleted = maintenance.delete_session(store, sid)
@@ -849,7 +856,6 @@ def prune(
     from hermes_cli import stores
     from hermes_cli.durations import cutoff_to_days
     from hermes_state import maintenance
-    from hermes_state.errors import StoreBusyError
 
     days = cutoff_to_days(cutoff(older_than) or time.time())
     sources, excluded, started_after = source or None, exclude_source or None, cutoff(since)
@@ -871,13 +877,8 @@ def prune(
             return
         if not preview.sessions:
             return
-        others = [] if force else maintenance.other_processes(store.path)
-        if others:
-            raise StoreBusyError(
-                f"{store.path.name} is in use by {', '.join(others)}; refusing to prune under it"
-            )
         render.confirm(
-            f"Delete these {preview.sessions} session(s) ({preview.messages} messages)?",
+            f"Delete these {preview.sessions} session(s) ({preview.messages} stored messages)?",
             assume_yes=yes,
         )
         with render.progress("Deleting sessions", total=preview.sessions) as bar:
@@ -909,6 +910,7 @@ def _stats_one(name: str, store: Any) -> dict[str, Any]:
             "profile": name,
             "session_count": sum(r["sessions"] for r in by_source),
             "message_count": sum(r["messages"] for r in by_source),
+            "stored_message_count": sum(r["stored_messages"] for r in by_source),
             "by_source": by_source,
             "by_model": lib.usage_by_model(store),
             "top_sessions": lib.top_sessions_by_tokens(store, 10),

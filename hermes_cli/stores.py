@@ -31,10 +31,10 @@ def profile_name() -> str:
 @contextlib.contextmanager
 def read_store(path: Path | None = None) -> Iterator[Store]:
     """Open the store read-only (never created or migrated); raises StoreNotFoundError if absent."""
-    from hermes_cli import render
+    from hermes_cli import render, waiting
     from hermes_state.connection import open_store
 
-    store = open_store(path or db_path(), read_only=True)
+    store = open_store(path or db_path(), read_only=True, waiting=waiting.current())
     try:
         if store.too_new and store.layout is not None:
             render.warn(
@@ -71,10 +71,11 @@ def write_store(
     rewrite many pages) or "sessions" (the sessions table and its indexes only: for edits of one
     session row, which read and write nothing else).
     """
+    from hermes_cli import waiting
     from hermes_state.connection import open_store
     from hermes_state.maintenance import require_intact
 
-    store = open_store(path or db_path(), role="edit", create=create)
+    store = open_store(path or db_path(), role="edit", create=create, waiting=waiting.current())
     try:
         require_intact(store, None if check == "file" else check)
         yield store
@@ -113,6 +114,7 @@ def across_profiles(fn: Callable[[str, Store], T]) -> tuple[list[T], list[dict[s
     A profile whose store is missing, newer than this code, busy or corrupt is reported in the
     returned errors as {profile, error, message} and skipped, so the others are still shown.
     """
+    from hermes_cli import waiting
     from hermes_state.connection import open_store
     from hermes_state.errors import HermesStateError
     from hermes_state.home import STORE_FILE, list_profiles
@@ -122,7 +124,7 @@ def across_profiles(fn: Callable[[str, Store], T]) -> tuple[list[T], list[dict[s
     for info in list_profiles():
         path = info.path / STORE_FILE
         try:
-            store = open_store(path, read_only=True)
+            store = open_store(path, read_only=True, waiting=waiting.current())
         except (HermesStateError, sqlite3.Error) as exc:
             errors.append({"profile": info.name, "error": problem_kind(exc), "message": str(exc)})
             continue

@@ -61,6 +61,33 @@ JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SIDECAR_SUFFIXES = ("-wal", "-shm")
 LOW_SPACE_BYTES = 1 << 20  # an I/O error opening a store with less free than this: disk full
+WAIT_NOTICE_S = 1.0  # a wait for another process's lock this long is worth telling about
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """How a store handle waits for other processes' locks.
+
+    ``patience`` (seconds) replaces the handle's default waits (None: keep them; 0: try once).
+    ``notify(path, waited_s)`` is called once per wait that passes ``WAIT_NOTICE_S``, so an
+    interactive caller can say who holds the lock instead of a silent pause.
+    """
+
+    patience: float | None = None
+    notify: Callable[[Path, float], None] | None = None
+
+    def limit(self, default: float) -> float:
+        """Return how long to wait where the default would be ``default`` seconds."""
+        return default if self.patience is None else max(0.0, self.patience)
+
+    def tell(self, path: Path, waited: float) -> None:
+        """Call notify (never letting it fail the wait)."""
+        if self.notify is not None:
+            with contextlib.suppress(Exception):
+                self.notify(path, waited)
+
+
+NO_WAITING = Waiting()
 
 # Paths this process has an open connection to: raw byte probes of such a file are refused,
 # because closing even a short-lived descriptor would drop this process's POSIX locks on it.
@@ -121,8 +148,10 @@ class Store:
         journal_mode: str = "wal",
         found: Layout | None = None,
         role: Role = "agent",
+        waiting: Waiting = NO_WAITING,
     ) -> None:
         self.path = path
+        self.waiting = waiting
         self.conn = conn
         self.read_only = read_only
         self.too_new = too_new
@@ -185,7 +214,7 @@ class Store:
         if self.read_only:
             raise StoreReadOnlyError(f"{self.path} is open read-only")
         with self.lock:
-            result = _run_with_patience(self, fn, patience)
+            result = _run_with_patience(self, fn, self.waiting.limit(patience))
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY_N_WRITES == 0:
                 self.checkpoint_passive()
@@ -255,6 +284,7 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
     start = time.monotonic()
     deadline = start + patience
     busy_ms = int(BUSY_TIMEOUT_S * 1000)
+    told = False
     while True:
         remaining = deadline - time.monotonic()
         # SQLite's own wait must not overrun a short budget (a 0.5 s activity write fails fast).
@@ -289,24 +319,30 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
             if remaining <= 0:
                 waited = now - start
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-                report_lock_holders(store.path, waited)
+                who = report_lock_holders(store.path, waited)
                 raise StoreLockedError(
                     f"{store.path.name} stayed locked by another process for {waited:.1f}s "
-                    f"(patience {patience:g}s); the write was not made"
+                    f"(patience {patience:g}s){who}; the write was not made"
                 ) from exc
+            if not told and now - start >= WAIT_NOTICE_S:
+                told = True
+                store.waiting.tell(store.path, now - start)
             fast = (now - start) < RETRY_SLOW_AFTER_S
             low, high = RETRY_FAST_S if fast else RETRY_SLOW_S
             time.sleep(min(random.uniform(low, high), remaining))
 
 
-def report_lock_holders(db_path: Path, waited_s: float) -> None:
-    """Log the one WARNING naming who holds the write lock (called when patience runs out)."""
-    try:
-        from hermes_state.lockowners import log_write_lock_holders
-    except ImportError:  # pragma: no cover - lockowners ships with the package
-        log.warning("%s write lock unavailable for %.0fs", db_path.name, waited_s)
-        return
+def report_lock_holders(db_path: Path, waited_s: float) -> str:
+    """Log the one WARNING naming who holds the write lock (called when patience runs out);
+    return ' (held by ...)' for the error message, or '' when nobody could be named."""
+    from hermes_state.lockowners import log_write_lock_holders, write_holders_text
+
     log_write_lock_holders(db_path, waited_s)
+    try:
+        who = write_holders_text(db_path)
+    except Exception:  # diagnostics must never turn a lock timeout into a crash
+        return ""
+    return f" (held by {who})" if who else ""
 
 
 # --- file handling --------------------------------------------------------------------------
@@ -480,11 +516,17 @@ def _creation_lock(path: Path) -> Iterator[None]:
 
 
 def open_store(
-    path: Path, *, read_only: bool = False, role: Role = "agent", create: bool = True
+    path: Path,
+    *,
+    read_only: bool = False,
+    role: Role = "agent",
+    create: bool = True,
+    waiting: Waiting = NO_WAITING,
 ) -> Store:
     """Open the store at path read-only, or writable in a role (see ``Role``).
 
-    ``create=False`` makes a missing store a StoreNotFoundError instead of a new store.
+    ``create=False`` makes a missing store a StoreNotFoundError instead of a new store;
+    ``waiting`` sets how long the handle waits for other processes' locks (see ``Waiting``).
     """
     path = Path(path).expanduser().absolute()
     guard.check_store_path(path)
@@ -494,13 +536,16 @@ def open_store(
     path = resolve_store_path(path)
     check_store_file(path)
     if read_only:
-        return _open_read_only(path)
-    return _open_writable(path, role=role, create=create, tighten=not linked)
+        return _open_read_only(path, waiting)
+    return _open_writable(path, role=role, create=create, tighten=not linked, waiting=waiting)
 
 
-def _connect_writable(path: Path) -> sqlite3.Connection:
+def _connect_writable(path: Path, waiting: Waiting = NO_WAITING) -> sqlite3.Connection:
     conn = sqlite3.connect(
-        str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        str(path),
+        timeout=min(BUSY_TIMEOUT_S, waiting.limit(BUSY_TIMEOUT_S)),
+        isolation_level=None,
+        check_same_thread=False,
     )
     conn.row_factory = sqlite3.Row
     return conn
@@ -553,7 +598,9 @@ def schema_is_empty(conn: sqlite3.Connection) -> bool:
     return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) == 0
 
 
-def _open_writable(path: Path, *, role: Role, create: bool, tighten: bool = True) -> Store:
+def _open_writable(
+    path: Path, *, role: Role, create: bool, tighten: bool = True, waiting: Waiting = NO_WAITING
+) -> Store:
     quarantine: Quarantine | None = None
     if not path.exists() and not create:
         raise StoreNotFoundError(f"No store yet at {path}")
@@ -581,14 +628,14 @@ def _open_writable(path: Path, *, role: Role, create: bool, tighten: bool = True
     if tighten:
         secure_file(path)
     try:
-        conn = _connect_writable(path)
+        conn = _connect_writable(path, waiting)
     except sqlite3.Error as exc:
         raise access_error(path, exc) from exc
     _register_open(path)
     try:
-        found = _retry_locked(path, lambda: layout.inspect(conn))
+        found = _retry_locked(path, lambda: layout.inspect(conn), waiting)
         # The journal mode is the store's own: read it, never switch it (SPEC §19.5).
-        mode = _retry_locked(path, lambda: journal.current_mode(conn))
+        mode = _retry_locked(path, lambda: journal.current_mode(conn), waiting)
         store = Store(
             path,
             conn,
@@ -597,10 +644,11 @@ def _open_writable(path: Path, *, role: Role, create: bool, tighten: bool = True
             journal_mode=mode,
             found=found,
             role=role,
+            waiting=waiting,
         )
         kind = found.kind
         if kind == "not_hermes":
-            if not _retry_locked(path, lambda: schema_is_empty(conn)):
+            if not _retry_locked(path, lambda: schema_is_empty(conn), waiting):
                 raise NotAHermesStoreError(
                     f"{path} is an SQLite database without a Hermes session schema; "
                     "nothing was written to it"
@@ -671,9 +719,16 @@ def create_bare_store(
     return Store(path, conn, read_only=False, journal_mode=str(got), role="edit")
 
 
-def _retry_locked(path: Path, fn: Callable[[], T], patience: float = WRITE_PATIENCE_S) -> T:
-    """Call fn, retrying lock errors with jitter for up to patience seconds."""
+def _retry_locked(
+    path: Path,
+    fn: Callable[[], T],
+    waiting: Waiting = NO_WAITING,
+    default_patience: float = WRITE_PATIENCE_S,
+) -> T:
+    """Call fn, retrying lock errors with jitter for up to the handle's patience."""
+    patience = waiting.limit(default_patience)
     start = time.monotonic()
+    told = False
     while True:
         try:
             return fn()
@@ -682,9 +737,12 @@ def _retry_locked(path: Path, fn: Callable[[], T], patience: float = WRITE_PATIE
                 raise
             waited = time.monotonic() - start
             if waited >= patience:
-                report_lock_holders(path, waited)
-                raise StoreLockedError(f"{path.name} stayed locked for {waited:.1f}s") from exc
-            time.sleep(min(random.uniform(*RETRY_SLOW_S), patience - waited))
+                who = report_lock_holders(path, waited)
+                raise StoreLockedError(f"{path.name} stayed locked for {waited:.1f}s{who}") from exc
+            if not told and waited >= WAIT_NOTICE_S:
+                told = True
+                waiting.tell(path, waited)
+            time.sleep(min(random.uniform(*RETRY_FAST_S), patience - waited))
 
 
 def read_only_uri(path: Path) -> str:
@@ -692,16 +750,20 @@ def read_only_uri(path: Path) -> str:
     return Path(path).resolve().as_uri() + "?mode=ro"
 
 
-def _open_read_only(path: Path) -> Store:
+def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
     if not path.exists():
         raise StoreNotFoundError(f"No store yet at {path}")
-    last: Exception | None = None
-    for attempt in range(4):
+    patience = waiting.limit(READ_BUSY_TIMEOUT_S)
+    start = time.monotonic()
+    told = False
+    io_errors = 0
+    while True:
         try:
             conn = sqlite3.connect(
                 read_only_uri(path),
                 uri=True,
-                timeout=READ_BUSY_TIMEOUT_S,
+                # Short waits inside SQLite, the rest here: a long wait is told about.
+                timeout=min(BUSY_TIMEOUT_S, patience),
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -717,6 +779,8 @@ def _open_read_only(path: Path) -> Store:
                 raise NotAHermesStoreError(f"{path} holds no Hermes session schema ({size} bytes)")
             _register_open(path)
             mode = journal.current_mode(conn)
+            # Later statements of the command wait as long as the open could.
+            conn.execute(f"PRAGMA busy_timeout = {int(max(patience, 0.001) * 1000)}")
             return Store(
                 path,
                 conn,
@@ -724,17 +788,26 @@ def _open_read_only(path: Path) -> Store:
                 too_new=found.kind == "unknown",
                 journal_mode=mode,
                 found=found,
+                waiting=waiting,
             )
         except sqlite3.DatabaseError as exc:
             conn.close()
-            last = exc
             if is_corruption_error(exc):
                 raise StoreCorruptError(f"{path} is damaged: {exc}") from exc
             if is_lock_error(exc):
-                raise StoreLockedError(
-                    f"{path.name} stayed locked for {READ_BUSY_TIMEOUT_S:g}s while opening it"
-                ) from exc
-            if "disk i/o error" in str(exc).lower() and attempt < 3:
+                waited = time.monotonic() - start
+                if waited >= patience:
+                    who = report_lock_holders(path, waited)
+                    raise StoreLockedError(
+                        f"{path.name} stayed locked for {waited:.1f}s while opening it{who}"
+                    ) from exc
+                if not told and waited >= WAIT_NOTICE_S:
+                    told = True
+                    waiting.tell(path, waited)
+                time.sleep(min(random.uniform(*RETRY_FAST_S), patience - waited))
+                continue
+            if "disk i/o error" in str(exc).lower() and io_errors < 3:
+                io_errors += 1
                 time.sleep(0.05)
                 continue
             if translate_sqlite_error(exc, path) is not None:
@@ -743,4 +816,3 @@ def _open_read_only(path: Path) -> Store:
         except BaseException:
             conn.close()
             raise
-    raise AssertionError(f"unreachable: {last}")  # pragma: no cover

@@ -53,6 +53,7 @@ STALE_KEY = "fts_stale"  # set by an agent that detached a damaged index (its tr
 FTS_META_KEYS = (HIGH_WATER_KEY, PROGRESS_KEY, STALE_KEY)
 
 REBUILD_CHUNK = 2000  # ids per rebuild transaction: short enough that writers barely wait
+MERGE_STEP_PAGES = 256  # index pages one 'merge' step writes (a few ms)
 INLINE_REBUILD_MAX_ROWS = 20_000  # smaller stores are indexed at once, larger ones in chunks
 TOOL_PREFIX_CHARS = 8192  # tool rows: the word index holds only this prefix (upstream's rule)
 TRIGRAM_EXCLUDED_SOURCES = ("cron", "subagent")
@@ -425,6 +426,34 @@ def optimize(conn: sqlite3.Connection) -> list[str]:
             continue
         done.append(table)
     return done
+
+
+def merge_step(
+    conn: sqlite3.Connection, *, start: bool = False, pages: int = MERGE_STEP_PAGES
+) -> bool:
+    """Write about ``pages`` pages of segment merging in each loadable FTS5 index.
+
+    The first call (``start=True``) puts every segment on one level, as 'optimize' would;
+    later calls continue that merge. Returns whether any index did work: call it in short
+    transactions until it returns False, so a live gateway's writes are never held up for
+    long (``optimize`` does the same merge in one long transaction).
+    """
+    worked = False
+    for table in fts5_tables(conn):
+        before = conn.total_changes
+        try:
+            conn.execute(
+                f"INSERT INTO {quote(table)}({quote(table)}, rank) VALUES ('merge', ?)",
+                (-int(pages) if start else int(pages),),
+            )
+        except sqlite3.OperationalError as exc:
+            if is_lock_error(exc) or not conn.in_transaction:
+                raise
+            log.info("fts: cannot merge %s: %s", table, exc)
+            continue
+        # FTS5 documents total_changes() as the way to tell whether a 'merge' did any work.
+        worked = worked or conn.total_changes - before > 1
+    return worked
 
 
 def drop_table(conn: sqlite3.Connection, name: str) -> None:

@@ -392,3 +392,17 @@ def log_write_lock_holders(db_path: str | os.PathLike[str], waited_s: float) -> 
     # A broken logging handler must not raise out of here either.
     with contextlib.suppress(Exception):
         log.warning("%s", message)
+
+
+def write_holders_text(db_path: str | os.PathLike[str]) -> str:
+    """Name the other processes holding write-class locks on the store, with their locks
+    ('' if nobody does, or off Linux): 'PID 7 (hermes chat): RESERVED, PENDING'."""
+    report = lock_holders(db_path)
+    kinds: dict[str, list[str]] = {}
+    for holder in report.write_holders():
+        if holder.pid == os.getpid():
+            continue
+        held = kinds.setdefault(holder.who(), [])
+        if holder.kind not in held:
+            held.append(holder.kind)
+    return "; ".join(f"{who}: {', '.join(held)}" for who, held in kinds.items())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import sqlite3
@@ -33,6 +34,9 @@ from hermes_state.sessions import require_session_in
 
 CHUNK = 900  # bound on SQL variables per IN-list (SQLite's historical limit is 999)
 DAY_S = 86400.0
+# Beside other processes, VACUUM runs only on a store this small: rewriting it holds their
+# writes for well under a second.
+VACUUM_BESIDE_OTHERS_MAX_BYTES = 32 << 20
 
 
 def _chunks(ids: Sequence[str], size: int = CHUNK) -> Iterable[list[str]]:
@@ -416,6 +420,7 @@ class OptimizeResult:
     vacuumed: bool
     forced: bool
     other_processes: tuple[str, ...] = ()  # who else had the store open (when checked)
+    vacuum_skipped: str = ""  # why VACUUM did not run (others had the store open), if it did not
 
     @property
     def bytes_before(self) -> int:
@@ -519,19 +524,25 @@ def _catch_up_cjk(store: Store) -> None:
 def optimize(
     store: Store, *, vacuum: bool = True, force: bool = False, rebuild_fts: bool = False
 ) -> OptimizeResult:
-    """Give space back: optimise every search index, then VACUUM (and truncate a WAL).
+    """Give space back: merge every search index, then VACUUM (and truncate a WAL).
 
     Works within the store's layout: the agent's indexes are merged (or rebuilt, for
-    ``rebuild_fts``) in the shape they have, never replaced. The structural rewrites (VACUUM,
-    rebuild) refuse with StoreBusyError while another process has the store open, unless forced.
+    ``rebuild_fts``) in the shape they have, never replaced. Beside other processes (a live
+    gateway: readers and writers through SQLite) it does only what cannot hold up their writes
+    for long: the index merge runs in short transactions, and VACUUM, which holds the write
+    lock for the whole rewrite of the file, runs only on a store of at most
+    ``VACUUM_BESIDE_OTHERS_MAX_BYTES``; otherwise it is skipped and ``vacuum_skipped`` says
+    why. ``force`` does the full work anyway. A rebuild refuses with StoreBusyError beside
+    other processes unless forced.
     """
     from hermes_state import cjk
 
     require_intact(store)
     db_before, wal_before = _sizes(store.path)
-    others: list[str] = []
-    if vacuum or rebuild_fts:
-        others = _refuse_if_shared(store, force, "rewrite it")
+    others = other_processes(store.path)
+    shared = bool(others) and not force
+    if rebuild_fts and shared:
+        _refuse_if_shared(store, force, "rebuild its search indexes")
     idx = fts.indexes(store.conn)
     if rebuild_fts:
         tables = tuple(i.table for i in (idx.word, idx.trigram) if i and i.flavor != "foreign")
@@ -543,13 +554,22 @@ def optimize(
     if cjk.is_installed(store.conn):
         _catch_up_cjk(store)
     # Merging segments drops the tombstones that deleted rows leave in the indexes.
-    store.write(fts.optimize)
+    if shared:
+        start = True
+        while store.write(functools.partial(fts.merge_step, start=start)):
+            start = False
+    else:
+        store.write(fts.optimize)
+    skipped = ""
     with store.lock:
         store.checkpoint_passive()
-        if vacuum:
+        if vacuum and shared and db_before > VACUUM_BESIDE_OTHERS_MAX_BYTES:
+            skipped = _vacuum_skipped(store, others, db_before)
+        elif vacuum:
             _vacuum(store)
-            if store.journal_mode == "wal":
-                # Explicit maintenance only: the normal write path never truncates the live WAL.
+            if store.journal_mode == "wal" and not others:
+                # Explicit maintenance only: the normal write path never truncates the live
+                # WAL, and a TRUNCATE checkpoint would stall other processes' writes meanwhile.
                 store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     db_after, wal_after = _sizes(store.path)
     return OptimizeResult(
@@ -559,10 +579,27 @@ def optimize(
         wal_bytes_after=wal_after,
         fts_optimized=True,
         fts_rebuilt=rebuild_fts,
-        vacuumed=vacuum,
+        vacuumed=vacuum and not skipped,
         forced=bool(force and others),
         other_processes=tuple(others),
+        vacuum_skipped=skipped,
     )
+
+
+def _vacuum_skipped(store: Store, others: Sequence[str], size: int) -> str:
+    """Say why VACUUM did not run beside other processes, and what the free space does."""
+    page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
+    free = int(store.conn.execute("PRAGMA freelist_count").fetchone()[0]) * page_size
+    return (
+        f"VACUUM skipped: {', '.join(others)} has the store open, and VACUUM would hold the "
+        f"write lock for the whole rewrite of {_mib(size)} (its writes would wait). The "
+        f"{_mib(free)} of free pages stay in the file and are reused for new rows."
+    )
+
+
+def _mib(n: int) -> str:
+    """Return a byte count in MiB for a message."""
+    return f"{n / (1 << 20):.1f} MiB"
 
 
 def vacuum(store: Store) -> int:

@@ -8,7 +8,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import (
@@ -782,11 +782,56 @@ def top_sessions_by_tokens(store: Store, n: int = 10) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
+class MessageCounts(NamedTuple):
+    """A session's messages, counted from its rows.
+
+    ``live``: the current conversation (active rows). ``shown``: what a transcript shows by
+    default, live rows plus compacted history. ``stored``: every row of every generation
+    (rewound turns included): what an export writes and a delete removes.
+    """
+
+    live: int
+    shown: int
+    stored: int
+
+
+def _live_sql(store: Store) -> tuple[str, str]:
+    """SQL for a live row and for a shown row (any row, in layouts that keep no generations)."""
+    cols = store.columns("messages")
+    if "active" not in cols:
+        return "1", "1"
+    shown = "(active = 1 OR compacted = 1)" if "compacted" in cols else "(active = 1)"
+    return "(active = 1)", shown
+
+
+def message_counts(store: Store, session_ids: Iterable[str]) -> dict[str, MessageCounts]:
+    """Return each session's MessageCounts (sessions without messages count 0, 0, 0)."""
+    ids = list(dict.fromkeys(session_ids))
+    counts = dict.fromkeys(ids, MessageCounts(0, 0, 0))
+    live, shown = _live_sql(store)
+    for at in range(0, len(ids), 500):
+        chunk = ids[at : at + 500]
+        rows = store.conn.execute(
+            f"SELECT session_id, COALESCE(SUM({live}), 0), COALESCE(SUM({shown}), 0), COUNT(*) "
+            f"FROM messages WHERE session_id IN ({','.join('?' * len(chunk))}) "
+            "GROUP BY session_id",
+            chunk,
+        )
+        for sid, n_live, n_shown, n_stored in rows:
+            counts[sid] = MessageCounts(int(n_live), int(n_shown), int(n_stored))
+    return counts
+
+
 def counts_by_source(store: Store) -> list[dict[str, Any]]:
-    """Return session and message counts per source, biggest first."""
+    """Return sessions, live messages and stored messages per source (from the rows),
+    most sessions first."""
+    live, _ = _live_sql(store)
     rows = store.conn.execute(
-        "SELECT source, COUNT(*) AS sessions, COALESCE(SUM(message_count), 0) AS messages"
-        " FROM sessions GROUP BY source ORDER BY sessions DESC, source"
+        "SELECT s.source, COUNT(*) AS sessions, COALESCE(SUM(c.live), 0) AS messages, "
+        "COALESCE(SUM(c.stored), 0) AS stored_messages FROM sessions s LEFT JOIN "
+        f"(SELECT session_id, SUM({live}) AS live, COUNT(*) AS stored FROM messages "
+        "GROUP BY session_id) c ON c.session_id = s.id "
+        "GROUP BY s.source ORDER BY sessions DESC, s.source"
     ).fetchall()
     return [dict(r) for r in rows]
 

@@ -120,7 +120,7 @@ def test_show_on_a_terminal_keeps_the_id_whole(sample: Path, width: int) -> None
 @pytest.mark.parametrize("width", WIDTHS)
 def test_stats_on_a_terminal_never_cuts_a_number(sample: Path, width: int) -> None:
     text = bare(pty_child("sessions", "stats", "--no-pager", columns=width).output)
-    assert "20261122_101500_e11b20" in text and "Total sessions: 12" in text
+    assert "20261122_101500_e11b20" in text and "Sessions:       12" in text
     assert_no_number_cut(text)
     # Every line fits but the store's path, which is printed whole like an id.
     assert_fits("\n".join(x for x in text.splitlines() if not x.startswith("Store:")), width)

@@ -69,6 +69,7 @@ def test_list_json_has_the_documented_keys(sample: Path) -> None:
         "end_reason",
         "last_active_at",
         "message_count",
+        "stored_message_count",
         "tool_call_count",
         "input_tokens",
         "output_tokens",
@@ -271,7 +272,7 @@ def test_export_then_import_round_trips_through_the_cli(
     dump = tmp_path / "all.jsonl"
     result = run("sessions", "export", "-o", str(dump))
     assert result.exit_code == 0, result.stderr
-    assert "Exported 12 sessions (53 messages)" in result.stderr
+    assert "Exported 12 sessions (53 stored messages, every generation)" in result.stderr
     run("profile", "create", "copy")
     imported = run("-p", "copy", "sessions", "import", str(dump))
     assert imported.exit_code == 0, imported.stderr
@@ -472,7 +473,7 @@ def test_stats_json_counts_sources_models_and_files(sample: Path) -> None:
 
 def test_stats_text_shows_totals(sample: Path) -> None:
     out = run("sessions", "stats").stdout
-    assert "Total sessions: 12" in out and "By model" in out
+    assert "Sessions:       12" in out and "49 live, 53 stored" in out and "By model" in out
 
 
 def test_stats_on_a_fresh_profile_is_zero(hermes_home: Path) -> None:
