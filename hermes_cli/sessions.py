@@ -8,6 +8,7 @@ people) or to output (json, jsonl, csv, tsv: the vocabulary of hermes_cli.record
 from __future__ import annotations
 
 import collections
+import io
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -656,18 +657,13 @@ def _count_records(path: Path) -> int | None:
     examples=[
         "hermes sessions import all.jsonl",
         "hermes -p copy sessions import all.jsonl --on-conflict replace",
+        "hermes sessions export | hermes -p copy sessions import -",
     ],
 )
 def import_(
-    path: Annotated[
-        Path,
-        typer.Argument(
-            metavar="FILE",
-            exists=True,
-            dir_okay=False,
-            readable=True,
-            help="A jsonl or json export.",
-        ),
+    source: Annotated[
+        str,
+        typer.Argument(metavar="FILE", help="A jsonl or json export; - reads standard input."),
     ],
     on_conflict: Annotated[
         Conflict,
@@ -678,13 +674,22 @@ def import_(
     from hermes_cli import stores
     from hermes_state import portability
 
-    total = _count_records(path) if render.progress_wanted() else None
+    if source == "-":
+        # Exports are UTF-8 whatever the locale says; bytes that are not are reported.
+        data: Any = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", newline="")
+        total = None
+    else:
+        data = Path(source)
+        if not data.is_file():
+            what = "a directory" if data.is_dir() else "not found"
+            raise typer.BadParameter(f"{source}: {what}", param_hint="'FILE'")
+        total = _count_records(data) if render.progress_wanted() else None
     with (
         stores.write_store(create=True) as store,
         render.progress("Importing sessions", total=total) as bar,
     ):
         result = portability.import_sessions(
-            store, path, on_conflict=on_conflict.value, progress=bar.advance
+            store, data, on_conflict=on_conflict.value, progress=bar.advance
         )
     render.echo(
         f"Imported {result.imported} session{'s' if result.imported != 1 else ''} "

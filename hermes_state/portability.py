@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from hermes_state import messages as msglib, sessions as seslib
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
@@ -35,7 +35,9 @@ _READ_CHUNK = 1 << 16
 ON_CONFLICT = ("skip", "replace")
 # Message keys an import passes on to the store; "id" and "session_id" are assigned by it.
 MESSAGE_KEYS = frozenset({"role", "content", *msglib.APPEND_FIELDS})
-_IGNORED_MESSAGE_KEYS = frozenset({"id", "session_id"})
+# Row ids are the target's; the display columns are derived by the agent's triggers.
+_IGNORED_MESSAGE_KEYS = frozenset({"id", "session_id", "display_identity", "display_order"})
+SUMMARY_FLAG = "_compressed_summary"  # marks a compression summary row; set after the insert
 # Counters the store maintains while inserting; an import puts the exported values back after.
 _RESTORED_COUNTERS = ("message_count", "tool_call_count", "last_activity_at")
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
@@ -482,29 +484,70 @@ def _json_array_records(fp: IO[str]) -> Iterator[tuple[int, Any]]:
         pos, expect_value, first = end, False, False
 
 
-def _records(source: str | os.PathLike[str] | Iterable[Any]) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed record or _Bad) from a JSONL/JSON file or an iterable."""
-    if not isinstance(source, str | os.PathLike):
-        yield from enumerate(source, 1)
-        return
-    path = Path(source)
-    try:
-        fp = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, around a generator
-    except OSError as exc:
-        raise ImportFormatError(f"Cannot read {path}: {exc.strerror or exc}") from exc
-    with fp:
+class _Prefixed:
+    """A text stream read through again from its start: what was peeked, then the rest."""
+
+    def __init__(self, head: str, rest: IO[str]) -> None:
+        self._head = head
+        self._rest = rest
+
+    def read(self, size: int = -1) -> str:
+        """Read up to size characters (all with -1), the peeked part first."""
+        if size < 0:
+            out, self._head = self._head + self._rest.read(), ""
+            return out
+        if self._head:
+            out, self._head = self._head[:size], self._head[size:]
+            return out
+        return self._rest.read(size)
+
+    def __iter__(self) -> Iterator[str]:
+        """Yield lines, the first ones from the peeked part."""
+        while self._head:
+            line, sep, self._head = self._head.partition("\n")
+            if not sep:  # the peek ended mid-line: finish the line from the stream
+                yield line + self._rest.readline()
+                break
+            yield line + sep
+        yield from self._rest
+
+
+def _records(
+    source: str | os.PathLike[str] | IO[str] | Iterable[Any],
+) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed record or _Bad) from a JSONL/JSON file, a text stream
+    (stdin), or an iterable of records."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
         try:
-            head = fp.read(_READ_CHUNK)
-        except UnicodeDecodeError:
-            raise ImportFormatError(f"{path} is not UTF-8 text") from None
-        first = head.lstrip()[:1]
-        if first and first not in "[{":
-            raise ImportFormatError(
-                f"{path} is not a JSONL or JSON export (it starts with {first!r})"
-                + ("; Markdown exports cannot be imported" if first == "#" else "")
-            )
-        fp.seek(0)
-        yield from (_json_array_records(fp) if first == "[" else _jsonl_records(fp))
+            fp = open(path, encoding="utf-8")  # noqa: SIM115 - closed below, around a generator
+        except OSError as exc:
+            raise ImportFormatError(f"Cannot read {path}: {exc.strerror or exc}") from exc
+        with fp:
+            yield from _stream_records(fp, str(path))
+    elif hasattr(source, "read"):
+        yield from _stream_records(cast("IO[str]", source), "the input")
+    else:
+        yield from enumerate(source, 1)
+
+
+def _stream_records(fp: IO[str], name: str) -> Iterator[tuple[int, Any]]:
+    """Yield the records of an export read from fp (its first bytes tell JSONL from JSON)."""
+    try:
+        head = fp.read(_READ_CHUNK)
+    except UnicodeDecodeError:
+        raise ImportFormatError(f"{name} is not UTF-8 text") from None
+    first = head.lstrip()[:1]
+    if first and first not in "[{":
+        raise ImportFormatError(
+            f"{name} is not a JSONL or JSON export (it starts with {first!r})"
+            + ("; Markdown exports cannot be imported" if first == "#" else "")
+        )
+    stream = cast("IO[str]", _Prefixed(head, fp))
+    try:
+        yield from (_json_array_records(stream) if first == "[" else _jsonl_records(stream))
+    except UnicodeDecodeError:
+        raise ImportFormatError(f"{name} is not UTF-8 text") from None
 
 
 # --- import: validating ---------------------------------------------------------------------
@@ -583,12 +626,12 @@ def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict
         for flag in ("active", "compacted", "observed"):
             if msg.get(flag) is not None and not isinstance(msg[flag], int | bool):
                 raise _Invalid(f"messages[{i}]: '{flag}' must be 0 or 1")
-        extra = set(msg) - MESSAGE_KEYS - _IGNORED_MESSAGE_KEYS
+        extra = set(msg) - MESSAGE_KEYS - _IGNORED_MESSAGE_KEYS - {SUMMARY_FLAG}
         ignored.update(f"messages.{k}" for k in extra)
         for k, v in msg.items():
             if isinstance(v, int) and not isinstance(v, bool):
                 _column_value(f"messages[{i}].{k}", v)  # refuses what SQLite cannot hold
-        out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS})
+        out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS or k == SUMMARY_FLAG})
     return session, out
 
 
@@ -649,9 +692,23 @@ def _write_session(
             f"INSERT INTO sessions ({quoted}) VALUES ({', '.join('?' for _ in cols)})", values
         )
     try:
-        msglib.insert_messages(conn, sid, msgs)
+        ids = msglib.insert_messages(
+            conn, sid, [{k: v for k, v in m.items() if k != SUMMARY_FLAG} for m in msgs]
+        )
     except (TypeError, ValueError) as exc:
         raise _Refused(f"bad message: {exc}") from exc
+    summaries = [i for i, m in zip(ids, msgs, strict=True) if m.get(SUMMARY_FLAG)]
+    if summaries:
+        if SUMMARY_FLAG not in store.columns("messages"):
+            ignored.add(f"messages.{SUMMARY_FLAG}")
+        else:
+            for at in range(0, len(summaries), 500):
+                chunk = summaries[at : at + 500]
+                conn.execute(
+                    f"UPDATE messages SET {SUMMARY_FLAG} = 1 "
+                    f"WHERE id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                )
     restored = [c for c in _RESTORED_COUNTERS if c in session and c in live]
     if restored:
         # insert_messages counted the rows again; the exported counters are the truth.
@@ -678,12 +735,13 @@ def require_import_columns(store: Store) -> None:
 
 def import_sessions(
     store: Store,
-    source: str | os.PathLike[str] | Iterable[Mapping[str, Any]],
+    source: str | os.PathLike[str] | IO[str] | Iterable[Mapping[str, Any]],
     *,
     on_conflict: str = "skip",
     progress: Progress | None = None,
 ) -> ImportResult:
-    """Import export records (a JSONL/JSON file or an iterable), one transaction per session.
+    """Import export records (a JSONL/JSON file, a text stream such as stdin, or an iterable),
+    one transaction per session.
 
     A record that is malformed, or that the store refuses, is reported with its line number and
     nothing of that session is written; the others are imported.

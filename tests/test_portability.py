@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,6 +228,34 @@ def test_round_trip_through_a_json_array_file(store: Store, other: Store, tmp_pa
     portability.export_to_path(portability.export_all(store), dump, portability.write_json)
     assert portability.import_sessions(other, dump).imported == 12
     assert _snapshot(other) == _snapshot(store)
+
+
+@pytest.mark.parametrize("writer", [portability.write_jsonl, portability.write_json])
+def test_round_trip_through_a_pipe_keeps_summary_rows_and_ignores_nothing(
+    store: Store, other: Store, writer: Any
+) -> None:
+    load_sample(store.path)
+    store.write(
+        lambda conn: conn.execute(
+            "UPDATE messages SET _compressed_summary = 1 WHERE id = (SELECT max(id) FROM messages)"
+        )
+    )
+    read_fd, write_fd = os.pipe()
+
+    def produce() -> None:
+        with os.fdopen(write_fd, "w", encoding="utf-8") as fp:
+            writer(portability.export_all(store), fp)
+
+    # A pipe cannot seek: the import peeks at its start and reads on (as from stdin).
+    thread = threading.Thread(target=produce)
+    thread.start()
+    with os.fdopen(read_fd, encoding="utf-8") as fp:
+        result = portability.import_sessions(other, fp)
+    thread.join()
+    assert (result.imported, result.errors, result.warnings) == (12, [], [])
+    assert _snapshot(other) == _snapshot(store)
+    flagged = other.conn.execute("SELECT count(*) FROM messages WHERE _compressed_summary = 1")
+    assert flagged.fetchone()[0] == 1
 
 
 def test_import_preserves_the_sample_file_exactly(store: Store) -> None:
