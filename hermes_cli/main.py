@@ -18,14 +18,22 @@ EXIT_USAGE = 2
 EXIT_BUSY = 75  # EX_TEMPFAIL: the store stayed locked; retrying later can succeed
 
 
-def _apply_profile_override(argv: list[str] | None = None) -> list[str]:
-    """Point HERMES_HOME at the -p/--profile (or sticky) profile and drop the flag from argv."""
+def apply_global_flags(args: list[str]) -> list[str]:
+    """Act on -p/--profile, --wait and --no-wait from anywhere on the line; return the rest.
+
+    A malformed flag or profile name is a usage error (exit 2); a profile that does not exist
+    exits 1. Without -p, the sticky profile chosen by `profile use` applies.
+    """
+    from hermes_cli import argv, waiting
     from hermes_state import home
     from hermes_state.errors import HermesStateError, ProfileNotFoundError
 
-    args = sys.argv if argv is None else argv
     try:
-        remaining = home.apply_profile_override(list(args))
+        flags, remaining = argv.take_global_flags(list(args))
+        home.select_profile(flags.profile)
+    except argv.FlagError as exc:
+        sys.stderr.write(f"Error: {exc} (see: hermes --help)\n")
+        raise SystemExit(EXIT_USAGE) from None
     except ProfileNotFoundError as exc:
         sys.stderr.write(f"Error: {exc.message}\n")
         raise SystemExit(EXIT_FAILURE) from None
@@ -34,8 +42,8 @@ def _apply_profile_override(argv: list[str] | None = None) -> list[str]:
         if exc.hint:
             sys.stderr.write(f"Hint: {exc.hint}\n")
         raise SystemExit(EXIT_USAGE) from None
-    if argv is None:
-        sys.argv[:] = remaining
+    if flags.wait is not None:
+        waiting.set_patience(flags.wait)
     return remaining
 
 
@@ -225,7 +233,7 @@ def build_app() -> Any:
         """Browse, search, export and maintain Hermes Agent's session store (state.db)."""
         if profile_name is not None:
             # Reached only when the app runs without main() (tests); main() strips the flag.
-            _apply_profile_override(["hermes", "--profile", profile_name])
+            apply_global_flags(["hermes", "--profile", profile_name])
         if wait is not None or no_wait:
             from hermes_cli import waiting
 
@@ -245,21 +253,9 @@ def get_command() -> Any:
     return typer.main.get_command(build_app())
 
 
-def _apply_wait_flags(args: list[str]) -> list[str]:
-    """Take --wait/--no-wait from anywhere on the line (as -p); a bad value is a usage error."""
-    from hermes_cli import waiting
-
-    try:
-        return waiting.take_flags(args)
-    except waiting.WaitFlagError as exc:
-        sys.stderr.write(f"Error: {exc} (see: hermes --help)\n")
-        raise SystemExit(EXIT_USAGE) from None
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run `hermes` with argv (default: sys.argv[1:]) and exit with its code."""
-    args = _apply_profile_override(None if argv is None else ["hermes", *argv])
-    args = _apply_wait_flags(args)
+    args = apply_global_flags(sys.argv if argv is None else ["hermes", *argv])
     rest = args[1:]
     if rest[:1] == ["--version"]:
         # Fast path: no app, no storage, no rich.

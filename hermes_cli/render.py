@@ -479,16 +479,10 @@ def search_notes(result: Any, *, sort: str) -> None:
 
 
 def content_text(content: Any) -> str:
-    """Return message content as text (structured parts joined, other values as JSON)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p.get("text") for p in content if isinstance(p, Mapping) and p.get("text")]
-        if texts and len(texts) == len(content):
-            return "\n".join(str(t) for t in texts)
-    return json.dumps(content, ensure_ascii=False)
+    """Return message content as text (structured parts one per line; see hermes_state.content)."""
+    from hermes_state.content import content_text as text_of
+
+    return text_of(content)
 
 
 def _tool_call_lines(tool_calls: Any, settings: output.Settings) -> list[str]:

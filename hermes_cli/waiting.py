@@ -7,57 +7,13 @@ for reading). A wait longer than a second prints one line naming who holds the l
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hermes_state.connection import Waiting
 
-WAIT_FLAG = "--wait"
-NO_WAIT_FLAG = "--no-wait"
-
 _patience: float | None = None
-
-
-class WaitFlagError(ValueError):
-    """A --wait without a usable number of seconds."""
-
-
-def parse_seconds(text: str) -> float:
-    """Return --wait's value as seconds (a finite number ≥ 0), or raise WaitFlagError."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise WaitFlagError(f"--wait needs a number of seconds, not {text!r}") from None
-    if not math.isfinite(seconds) or seconds < 0:
-        raise WaitFlagError(f"--wait needs a number of seconds of 0 or more, not {text!r}")
-    return seconds
-
-
-def take_flags(argv: list[str]) -> list[str]:
-    """Remove --wait N, --wait=N and --no-wait from argv[1:] (before --) and apply the last."""
-    kept = argv[:1]
-    rest = argv[1:]
-    i = 0
-    while i < len(rest):
-        token = rest[i]
-        if token == "--":
-            kept.extend(rest[i:])
-            break
-        if token == NO_WAIT_FLAG:
-            set_patience(0.0)
-        elif token == WAIT_FLAG:
-            if i + 1 >= len(rest):
-                raise WaitFlagError("--wait needs a number of seconds")
-            set_patience(parse_seconds(rest[i + 1]))
-            i += 1
-        elif token.startswith(WAIT_FLAG + "="):
-            set_patience(parse_seconds(token.removeprefix(WAIT_FLAG + "=")))
-        else:
-            kept.append(token)
-        i += 1
-    return kept
 
 
 def set_patience(seconds: float | None) -> None:

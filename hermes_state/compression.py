@@ -1,4 +1,5 @@
-"""Compression generations: in-place compaction, rotation to a child session, successor chains.
+"""Compression generations: in-place compaction and rotation to a child session (the chains
+they leave are read in :mod:`hermes_state.lineage`).
 
 Row states: live = active=1, compacted=0; compression archive = active=0, compacted=1; rewound =
 active=0, compacted=0. A protected message kept through a compaction appears in both generations
@@ -15,11 +16,24 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
-from hermes_state.errors import HermesStateError, SessionNotFoundError, TitleInUseError
+from hermes_state.errors import (
+    CompressionError as CompressionError,
+    SessionNotFoundError,
+    TitleInUseError,
+)
+from hermes_state.lineage import (
+    COMPRESSION_END_REASON as COMPRESSION_END_REASON,
+    ancestors_in as ancestors_in,
+    compression_ancestors as compression_ancestors,
+    compression_chain as compression_chain,
+    compression_successor as compression_successor,
+    compression_tip as compression_tip,
+    successor_in as successor_in,
+    tip_in as tip_in,
+)
 from hermes_state.messages import insert_messages
 from hermes_state.sessions import CREATE_COLUMNS, sanitize_title
 
-COMPRESSION_END_REASON = "compression"
 # Ends a session may have and still be rotated: the process went away, not the conversation.
 AUTOMATIC_END_REASONS = frozenset({"tui_shutdown", "ws_disconnect", "idle_timeout", "lru_evict"})
 # Columns a rotation child inherits from the session it continues (routing, workspace, profile).
@@ -34,13 +48,6 @@ ROTATION_COLUMNS = (CREATE_COLUMNS - {"parent_session_id"}) | {"source", "title"
 _REF_KEYS = ("message_uid", "id")
 # Copies set these themselves; every other column of the stored row is copied verbatim.
 _NOT_COPIED = frozenset({"id", "session_id", "active", "compacted"})
-MAX_CHAIN_STEPS = 1000
-
-
-class CompressionError(HermesStateError):
-    """A compaction or rotation that cannot be made as asked."""
-
-    hint = "Re-read the session (it may have been rotated or ended meanwhile) and retry."
 
 
 @dataclass(frozen=True)
@@ -302,78 +309,3 @@ def rotate_session(
         return RotationResult(old_id, new_id, len(ids), carried, tuple(ids))
 
     return store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
-
-
-# --- successor chains -----------------------------------------------------------------------
-
-
-def successor_in(conn: sqlite3.Connection, session_id: str) -> str | None:
-    """Return the child continuing a session ended by compression (live first, then newest)."""
-    row = conn.execute(
-        "SELECT c.id FROM sessions p JOIN sessions c ON c.parent_session_id = p.id"
-        " WHERE p.id = ? AND p.end_reason = ? AND c.id <> p.id"
-        # Delegate/tool children hang off a session too; they only continue a tool session.
-        " AND (c.source <> 'tool' OR p.source = 'tool')"
-        " ORDER BY (c.ended_at IS NULL) DESC, c.started_at DESC, c.rowid DESC LIMIT 1",
-        (session_id, COMPRESSION_END_REASON),
-    ).fetchone()
-    return row[0] if row else None
-
-
-def ancestors_in(conn: sqlite3.Connection, session_id: str) -> list[str]:
-    """Return the compression ancestors of a session, nearest first."""
-    out: list[str] = []
-    seen = {session_id}
-    current = session_id
-    for _ in range(MAX_CHAIN_STEPS):
-        row = conn.execute(
-            "SELECT p.id, p.end_reason FROM sessions c"
-            " JOIN sessions p ON p.id = c.parent_session_id WHERE c.id = ?",
-            (current,),
-        ).fetchone()
-        if row is None or row[1] != COMPRESSION_END_REASON or row[0] in seen:
-            break
-        out.append(row[0])
-        seen.add(row[0])
-        current = row[0]
-    return out
-
-
-def tip_in(conn: sqlite3.Connection, session_id: str) -> str:
-    """Return the newest continuation reached by following compression successors."""
-    seen = {session_id}
-    current = session_id
-    for _ in range(MAX_CHAIN_STEPS):
-        nxt = successor_in(conn, current)
-        if nxt is None or nxt in seen:
-            break
-        seen.add(nxt)
-        current = nxt
-    return current
-
-
-def compression_successor(store: Store, session_id: str) -> str | None:
-    """Return the child continuing a session ended by compression (live first, then newest)."""
-    return successor_in(store.conn, session_id)
-
-
-def compression_ancestors(store: Store, session_id: str) -> list[str]:
-    """Return the sessions this one continues through compression, nearest first."""
-    return ancestors_in(store.conn, session_id)
-
-
-def compression_tip(store: Store, session_id: str) -> str:
-    """Return the current end of a session's compression chain (the session itself if none)."""
-    return tip_in(store.conn, session_id)
-
-
-def compression_chain(store: Store, session_id: str) -> list[str]:
-    """Return the session and every compression continuation after it, up to the live tip."""
-    chain = [session_id]
-    seen = {session_id}
-    while True:
-        nxt = successor_in(store.conn, chain[-1])
-        if nxt is None or nxt in seen:
-            return chain
-        chain.append(nxt)
-        seen.add(nxt)

@@ -125,6 +125,12 @@ class InvalidTitleError(HermesStateError, ValueError):
     hint = "Titles are at most 100 characters."
 
 
+class CompressionError(HermesStateError):
+    """A compaction or rotation that cannot be made as asked."""
+
+    hint = "Re-read the session (it may have been rotated or ended meanwhile) and retry."
+
+
 class SortUnavailableError(HermesStateError, ValueError):
     """A search asked for relevance order where its matches have none (substring or scan)."""
 

@@ -21,7 +21,6 @@ STORE_FILE = "state.db"
 
 # ASCII only: \Z rather than $ so a trailing newline is refused, and no re.UNICODE surprises.
 _PROFILE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}\Z", re.ASCII)
-_PROFILE_FLAGS = ("-p", "--profile")
 
 # None means "no override"; a Path means every get_hermes_home() in this context returns it.
 _HOME_OVERRIDE: ContextVar[Path | None] = ContextVar("hermes_home_override", default=None)
@@ -294,63 +293,29 @@ def display_hermes_home(path: str | os.PathLike[str] | None = None) -> str:
     return "~" if relative == Path() else "~/" + relative.as_posix()
 
 
-def _missing_name(flag: str) -> InvalidProfileNameError:
-    """Build the error for a -p/--profile flag given without a profile name."""
-    return InvalidProfileNameError(f"{flag} needs a profile name, e.g. {flag} coder")
+def select_profile(name: str | None, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Point environ['HERMES_HOME'] at profile name, or at the sticky profile when None.
 
-
-def _take_profile_flag(argv: list[str]) -> tuple[str | None, list[str]]:
-    """Return the -p/--profile value found in argv[1:] (before --) and argv without it."""
-    kept = argv[:1]
-    chosen: str | None = None
-    rest = argv[1:]
-    i = 0
-    while i < len(rest):
-        token = rest[i]
-        if token == "--":
-            kept.extend(rest[i:])
-            break
-        if token in _PROFILE_FLAGS:
-            value = rest[i + 1] if i + 1 < len(rest) else ""
-            # A following option is not a value: '-p --json' is a missing name, not a bad one.
-            if not value or value.startswith("-"):
-                raise _missing_name(token)
-            chosen = validate_profile_name(value)
-            i += 2
-            continue
-        if token.startswith("--profile="):
-            value = token.removeprefix("--profile=")
-            if not value:
-                raise _missing_name("--profile")
-            chosen = validate_profile_name(value)
-        else:
-            kept.append(token)
-        i += 1
-    return chosen, kept
-
-
-def apply_profile_override(
-    argv: list[str], environ: MutableMapping[str, str] = os.environ
-) -> list[str]:
-    """Point environ['HERMES_HOME'] at the profile chosen by -p/--profile or the sticky file."""
-    chosen, remaining = _take_profile_flag(list(argv))
+    A name is validated first (InvalidProfileNameError) and must exist (ProfileNotFoundError),
+    except ``default``, the root. Without a name, a HERMES_HOME that already is a profile is
+    trusted; otherwise the sticky choice of ``profile use`` applies, when its profile exists.
+    """
     env_home = _env_home(environ)
-    if chosen is None:
+    root = _root_for(env_home)
+    if name is None:
         if env_home is not None and _named_profile_of(env_home) is not None:
-            return remaining  # already a specific profile; trust it
-        root = _root_for(env_home)
+            return  # already a specific profile; trust it
         sticky = _read_active(root)
         sticky_dir = _profile_dir(root, sticky)
         # A stale sticky name must not stop the tool; `profile use default` repairs it.
         if sticky != DEFAULT_PROFILE and sticky_dir.is_dir():
             environ["HERMES_HOME"] = str(sticky_dir)
-        return remaining
-    root = _root_for(env_home)
+        return
+    chosen = validate_profile_name(name)
     target = _profile_dir(root, chosen)
     if chosen != DEFAULT_PROFILE and not target.is_dir():
         raise _not_found(chosen)
     environ["HERMES_HOME"] = str(target)
-    return remaining
 
 
 def child_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:

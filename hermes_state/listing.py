@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_state.connection import Store
+from hermes_state.content import decode_content
 from hermes_state.sessions import get_session, make_preview
 from hermes_state.text import bindable
 
@@ -150,9 +151,7 @@ def _last_active_sql(alias: str = "s") -> str:
 
 
 def _with_previews(store: Store, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add each row's preview (its first visible user message, flattened)."""
-    from hermes_state.messages import decode_content
-
+    """Add each row's preview (its first visible user message, flattened; none for structured)."""
     hidden = "display_kind" in store.columns("messages")
     sql = (
         "SELECT content FROM messages WHERE session_id = ? AND role = 'user' "
@@ -200,7 +199,7 @@ def search_sessions(
 
 
 def _tip(conn: sqlite3.Connection, session_id: str) -> str:
-    from hermes_state.compression import tip_in
+    from hermes_state.lineage import tip_in
 
     return tip_in(conn, session_id)
 

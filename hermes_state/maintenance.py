@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state import fts
-from hermes_state.compression import COMPRESSION_END_REASON, successor_in
 from hermes_state.connection import WRITE_PATIENCE_S, Store
 from hermes_state.errors import (
     LedgerBusyError,
@@ -28,6 +27,7 @@ from hermes_state.ledger import (
     delete_terminal_in,
     open_work_in,
 )
+from hermes_state.lineage import COMPRESSION_END_REASON, successor_in
 from hermes_state.messages import clear_messages_in
 from hermes_state.schema import quote
 from hermes_state.sessions import require_session_in

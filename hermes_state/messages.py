@@ -12,12 +12,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
-from hermes_state.errors import SessionNotFoundError
+from hermes_state.content import (
+    STRUCTURED_SENTINEL as STRUCTURED_SENTINEL,
+    decode_content as decode_content,
+    encode_content as encode_content,
+)
+from hermes_state.errors import CompressionError, SessionNotFoundError
+from hermes_state.lineage import COMPRESSION_END_REASON, ancestors_in
 from hermes_state.schema import column_names, projection
 from hermes_state.text import scrub_surrogates
-
-# Structured (list/dict) content is stored as text behind this sentinel, as upstream does.
-STRUCTURED_SENTINEL = "\x00json:"
 
 # Fields a caller passes per message (besides role and content).
 APPEND_FIELDS = (
@@ -64,23 +67,6 @@ _TIMESTAMP = INSERT_COLUMNS.index("timestamp")
 def new_uid() -> str:
     """Mint a message uid (32 hex digits)."""
     return uuid.uuid4().hex
-
-
-def encode_content(content: Any) -> Any:
-    """Turn message content into what is stored: text as is, structured content behind a marker."""
-    if isinstance(content, list | dict):
-        return STRUCTURED_SENTINEL + json.dumps(content, ensure_ascii=False)
-    return content
-
-
-def decode_content(value: Any) -> Any:
-    """Turn stored content back into a string or the structured value it came from."""
-    if isinstance(value, str) and value.startswith(STRUCTURED_SENTINEL):
-        try:
-            return json.loads(value[len(STRUCTURED_SENTINEL) :])
-        except ValueError:
-            return value
-    return value
 
 
 def _json_text(value: Any) -> str | None:
@@ -321,11 +307,6 @@ def _decode_json_field(value: Any) -> Any:
         return value  # stored verbatim by a writer that passed plain text
 
 
-def decode_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Turn a stored message row into a dict with JSON fields and content decoded."""
-    return _decode_in_place(dict(row))
-
-
 def _decode_in_place(out: dict[str, Any]) -> dict[str, Any]:
     out["content"] = decode_content(out.get("content"))
     for f in JSON_FIELDS:
@@ -363,8 +344,6 @@ def get_messages(
     """
     ids = [session_id]
     if include_ancestors:
-        from hermes_state.compression import ancestors_in
-
         ids = [*reversed(ancestors_in(store.conn, session_id)), session_id]
     where = [f"session_id IN ({','.join('?' * len(ids))})"]
     params: list[Any] = list(ids)
@@ -618,7 +597,6 @@ def replace_messages(
     ``message_uid`` is kept when it carries one. A session ended by compression is refused:
     its continuation is where the conversation goes on.
     """
-    from hermes_state.compression import COMPRESSION_END_REASON, CompressionError
 
     def fn(conn: sqlite3.Connection) -> None:
         row = conn.execute("SELECT end_reason FROM sessions WHERE id = ?", (session_id,)).fetchone()

@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_state.compression import ancestors_in, successor_in, tip_in
 from hermes_state.connection import Store
 from hermes_state.errors import HermesStateError
+from hermes_state.lineage import ancestors_in, successor_in, tip_in
 from hermes_state.messages import OWNER_KEY
 from hermes_state.schema import OWNER_ID_EXPR
 

@@ -40,7 +40,6 @@ statement, so a prefix query walks in two windows (the newest, then all the rest
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import sqlite3
 import time
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hermes_state import cjk, fts
+from hermes_state.content import content_text
 from hermes_state.errors import SortUnavailableError, is_corruption_error, is_lock_error
 from hermes_state.query import (
     MAX_QUERY_CHARS as MAX_QUERY_CHARS,
@@ -92,7 +92,6 @@ HIT_KEYS = (
     "context",
 )
 
-_STRUCTURED_PREFIX = "\x00json:"  # upstream's marker for structured (multimodal) content
 _Sql = tuple[str, tuple[Any, ...]]
 
 
@@ -788,24 +787,6 @@ def _find(
 # --- hits -----------------------------------------------------------------------------------
 
 
-def _plain_text(content: object) -> str:
-    """Return the readable text of a content value (structured parts flattened)."""
-    if content is None:
-        return ""
-    text = content if isinstance(content, str) else str(content)
-    if not text.startswith(_STRUCTURED_PREFIX) and not text.startswith("[{"):
-        return text
-    try:
-        value = json.loads(text.removeprefix(_STRUCTURED_PREFIX))
-    except ValueError:
-        return text
-    if isinstance(value, list):
-        parts = [p.get("text") for p in value if isinstance(p, dict)]
-        texts = [p for p in parts if isinstance(p, str)]
-        return " ".join(texts) if texts else "[multimodal content]"
-    return text
-
-
 def _needles(query: Query) -> re.Pattern[str] | None:
     """Return the pattern that marks the query's positive terms in a snippet."""
     parts = []
@@ -867,7 +848,7 @@ def _contexts(
             rows[row_id] = {
                 "id": row_id,
                 "role": role,
-                "content": _plain_text(content)[:CONTEXT_CHARS],
+                "content": content_text(content, sep=" ")[:CONTEXT_CHARS],
             }
     return {
         hit: [rows[i] for i in pair if i is not None and i in rows]
@@ -924,7 +905,9 @@ def _hits(
             continue
         snippet = snippets.get(row_id)
         if snippet is None:
-            text = _plain_text(row["content"]) or row["tool_calls"] or row["tool_name"] or ""
+            text = (
+                content_text(row["content"], sep=" ") or row["tool_calls"] or row["tool_name"] or ""
+            )
             snippet = _text_snippet(str(text), pattern)
         hits.append(
             {

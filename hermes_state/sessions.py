@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.content import content_text
 from hermes_state.errors import (
     AmbiguousSessionIdError,
     HermesStateError,
@@ -611,22 +612,13 @@ def list_sessions(
     for r in rows:
         # Per listed row only (at most `limit`), each an index seek, never a scan of messages.
         prow = store.conn.execute(preview_sql, (r["id"],)).fetchone()
-        r["preview"] = make_preview(_decode_content(prow[0]) if prow else None)
+        r["preview"] = make_preview(content_text(prow[0], sep=" ") if prow else None)
         trow = store.conn.execute(
             "SELECT MAX(timestamp) FROM messages WHERE session_id = ?", (r["id"],)
         ).fetchone()
         candidates = [t for t in (trow[0], r.get("last_activity_at")) if t is not None]
         r["last_active"] = max(candidates) if candidates else r["started_at"]
     return rows
-
-
-def _decode_content(value: Any) -> str | None:
-    from hermes_state.messages import decode_content
-
-    decoded = decode_content(value)
-    if decoded is None or isinstance(decoded, str):
-        return decoded
-    return json.dumps(decoded, ensure_ascii=False)
 
 
 def count_sessions(

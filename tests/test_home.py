@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_cli.argv import FlagError, take_global_flags
 from hermes_state import home
 from hermes_state.errors import InvalidProfileNameError, ProfileExistsError, ProfileNotFoundError
 
@@ -363,7 +364,14 @@ def test_display_of_given_path_under_user_home(user_home: Path) -> None:
     assert home.display_hermes_home(user_home / "x" / "y") == "~/x/y"
 
 
-# --- apply_profile_override ------------------------------------------------------------------
+# --- -p/--profile (hermes_cli.argv) and select_profile ----------------------------------------
+
+
+def _apply(argv: list[str], env: dict[str, str]) -> list[str]:
+    """Do what `hermes` does with its command line: take -p, select the profile."""
+    flags, rest = take_global_flags(argv)
+    home.select_profile(flags.profile, env)
+    return rest
 
 
 @pytest.mark.parametrize(
@@ -379,7 +387,7 @@ def test_display_of_given_path_under_user_home(user_home: Path) -> None:
 def test_profile_flag_sets_home_and_is_removed(argv: list[str], hermes_home: Path) -> None:
     path = home.create_profile("coder")
     env = {"HERMES_HOME": str(hermes_home)}
-    assert home.apply_profile_override(argv, env) == ["hermes", "sessions", "list"]
+    assert _apply(argv, env) == ["hermes", "sessions", "list"]
     assert env["HERMES_HOME"] == str(path)
 
 
@@ -387,14 +395,14 @@ def test_profile_flag_after_double_dash_is_left_alone(hermes_home: Path) -> None
     home.create_profile("coder")
     env = {"HERMES_HOME": str(hermes_home)}
     argv = ["hermes", "sessions", "search", "--", "-p", "coder"]
-    assert home.apply_profile_override(argv, env) == argv
+    assert _apply(argv, env) == argv
     assert env == {"HERMES_HOME": str(hermes_home)}
 
 
 def test_profile_flag_for_missing_profile_raises_exact_message(hermes_home: Path) -> None:
     env = {"HERMES_HOME": str(hermes_home)}
     with pytest.raises(ProfileNotFoundError) as caught:
-        home.apply_profile_override(["hermes", "-p", "x", "db", "path"], env)
+        _apply(["hermes", "-p", "x", "db", "path"], env)
     assert (
         str(caught.value) == "Profile 'x' does not exist. Create it with: hermes profile create x"
     )
@@ -403,18 +411,18 @@ def test_profile_flag_for_missing_profile_raises_exact_message(hermes_home: Path
 
 def test_profile_flag_default_selects_root(hermes_home: Path) -> None:
     env = {"HERMES_HOME": str(hermes_home / "profiles" / "coder")}
-    assert home.apply_profile_override(["hermes", "-p", "default"], env) == ["hermes"]
+    assert _apply(["hermes", "-p", "default"], env) == ["hermes"]
     assert env["HERMES_HOME"] == str(hermes_home)
 
 
 def test_profile_flag_without_value_raises(hermes_home: Path) -> None:
-    with pytest.raises(InvalidProfileNameError, match="-p needs a profile name"):
-        home.apply_profile_override(["hermes", "sessions", "list", "-p"], {})
+    with pytest.raises(FlagError, match="-p needs a profile name"):
+        _apply(["hermes", "sessions", "list", "-p"], {})
 
 
 def test_profile_flag_followed_by_option_raises(hermes_home: Path) -> None:
-    with pytest.raises(InvalidProfileNameError, match="--profile needs a profile name"):
-        home.apply_profile_override(["hermes", "--profile", "--json"], {})
+    with pytest.raises(FlagError, match="--profile needs a profile name"):
+        _apply(["hermes", "--profile", "--json"], {})
 
 
 def test_profile_flag_with_invalid_name_raises_before_any_path(
@@ -422,7 +430,7 @@ def test_profile_flag_with_invalid_name_raises_before_any_path(
 ) -> None:
     before = tree(tmp_path)
     with pytest.raises(InvalidProfileNameError, match=r"'\.\./x'"):
-        home.apply_profile_override(["hermes", "-p", "../x"], {"HERMES_HOME": str(hermes_home)})
+        _apply(["hermes", "-p", "../x"], {"HERMES_HOME": str(hermes_home)})
     assert tree(tmp_path) == before
 
 
@@ -430,7 +438,7 @@ def test_profile_flag_replaces_profile_shaped_hermes_home(hermes_home: Path) -> 
     coder = home.create_profile("coder")
     writer = home.create_profile("writer")
     env = {"HERMES_HOME": str(coder)}
-    home.apply_profile_override(["hermes", "-p", "writer"], env)
+    _apply(["hermes", "-p", "writer"], env)
     assert env["HERMES_HOME"] == str(writer)
 
 
@@ -439,7 +447,7 @@ def test_profile_shaped_hermes_home_is_kept_over_sticky(hermes_home: Path) -> No
     home.create_profile("writer")
     home.set_active_profile("writer")
     env = {"HERMES_HOME": str(coder)}
-    assert home.apply_profile_override(["hermes", "db", "path"], env) == ["hermes", "db", "path"]
+    assert _apply(["hermes", "db", "path"], env) == ["hermes", "db", "path"]
     assert env["HERMES_HOME"] == str(coder)
 
 
@@ -447,14 +455,14 @@ def test_sticky_profile_is_applied_without_flag(hermes_home: Path) -> None:
     writer = home.create_profile("writer")
     home.set_active_profile("writer")
     env = {"HERMES_HOME": str(hermes_home)}
-    home.apply_profile_override(["hermes", "db", "path"], env)
+    _apply(["hermes", "db", "path"], env)
     assert env["HERMES_HOME"] == str(writer)
 
 
 def test_missing_sticky_profile_is_ignored(hermes_home: Path) -> None:
     (hermes_home / "active_profile").write_text("ghost\n")
     env = {"HERMES_HOME": str(hermes_home)}
-    assert home.apply_profile_override(["hermes", "db", "path"], env) == ["hermes", "db", "path"]
+    assert _apply(["hermes", "db", "path"], env) == ["hermes", "db", "path"]
     assert env == {"HERMES_HOME": str(hermes_home)}
 
 
@@ -464,7 +472,7 @@ def test_sticky_profile_of_default_root_is_applied(user_home: Path) -> None:
     (root / "profiles" / "coder").mkdir(parents=True)
     (root / "active_profile").write_text("coder\n")
     env: dict[str, str] = {}
-    home.apply_profile_override(["hermes"], env)
+    _apply(["hermes"], env)
     assert env == {"HERMES_HOME": str(root / "profiles" / "coder")}
 
 
@@ -472,7 +480,7 @@ def test_apply_profile_override_leaves_os_environ_alone_when_given_a_mapping(
     hermes_home: Path,
 ) -> None:
     home.create_profile("coder")
-    home.apply_profile_override(["hermes", "-p", "coder"], {"HERMES_HOME": str(hermes_home)})
+    _apply(["hermes", "-p", "coder"], {"HERMES_HOME": str(hermes_home)})
     assert os.environ["HERMES_HOME"] == str(hermes_home)
 
 
