@@ -12,10 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_BUSY = 75  # EX_TEMPFAIL: the store stayed locked; retrying later can succeed
+from hermes_cli.exitcodes import ExitCode
 
 
 def apply_global_flags(args: list[str]) -> list[str]:
@@ -33,15 +30,15 @@ def apply_global_flags(args: list[str]) -> list[str]:
         home.select_profile(flags.profile)
     except argv.FlagError as exc:
         sys.stderr.write(f"Error: {exc} (see: hermes --help)\n")
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(ExitCode.USAGE) from None
     except ProfileNotFoundError as exc:
         sys.stderr.write(f"Error: {exc.message}\n")
-        raise SystemExit(EXIT_FAILURE) from None
+        raise SystemExit(ExitCode.FAILURE) from None
     except HermesStateError as exc:  # a malformed name is a bad flag value: usage
         sys.stderr.write(f"Error: {exc.message}\n")
         if exc.hint:
             sys.stderr.write(f"Hint: {exc.hint}\n")
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(ExitCode.USAGE) from None
     if flags.wait is not None:
         waiting.set_patience(flags.wait)
     return remaining
@@ -64,10 +61,10 @@ def exit_code_for(exc: BaseException) -> int:
     )
 
     if isinstance(exc, StoreLockedError | StoreBusyError):
-        return EXIT_BUSY
+        return ExitCode.BUSY
     if isinstance(exc, InvalidProfileNameError | SortUnavailableError):
-        return EXIT_USAGE  # a malformed name, or a sort the query cannot have
-    return EXIT_FAILURE
+        return ExitCode.USAGE  # a malformed name, or a sort the query cannot have
+    return ExitCode.FAILURE
 
 
 def _usage_line(exc: Any) -> str:
@@ -94,7 +91,7 @@ def _reader_left() -> int:
         with contextlib.suppress(AttributeError, OSError, ValueError):
             os.dup2(devnull, stream.fileno())  # type: ignore[union-attr]
     os.close(devnull)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def _make_group_class() -> type:
@@ -134,20 +131,20 @@ def _make_group_class() -> type:
                     standalone_mode=False,
                     **extra,
                 )
-                code = rv if isinstance(rv, int) else EXIT_OK
+                code = rv if isinstance(rv, int) else ExitCode.OK
             except click_exc.NoArgsIsHelpError as exc:
                 # A bare group (`hermes`, `hermes sessions`) shows its help, as asked.
                 render.echo(exc.format_message())
-                code = EXIT_OK
+                code = ExitCode.OK
             except click_exc.UsageError as exc:
                 render.echo(f"Error: {_usage_line(exc)}", err=True)
-                code = EXIT_USAGE
+                code = ExitCode.USAGE
             except click_exc.ClickException as exc:
                 exc.show()
                 code = exc.exit_code
             except typer.Abort:
                 render.echo("Aborted", err=True)
-                code = EXIT_FAILURE
+                code = ExitCode.FAILURE
             except HermesStateError as exc:
                 render.error(exc.message, exc.hint)
                 code = exit_code_for(exc)
@@ -260,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     if rest[:1] == ["--version"]:
         # Fast path: no app, no storage, no rich.
         sys.stdout.write(version_text() + "\n")
-        raise SystemExit(EXIT_OK)
+        raise SystemExit(ExitCode.OK)
     if rest[:1] == ["__complete"]:
         # Fast path for shell completion: no Typer app, a read-only store at most.
         from hermes_cli.complete import main as complete

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from clitools import load_sample, run, run_json
 
-from hermes_cli.main import EXIT_BUSY, EXIT_FAILURE, exit_code_for
+from hermes_cli.exitcodes import ExitCode
+from hermes_cli.main import exit_code_for
 from hermes_state import errors
 from hermes_state.connection import open_store
 from hermes_state.schema import SCHEMA_VERSION
@@ -145,9 +146,9 @@ def test_db_lockowners_with_nobody_holding_says_so(sample: Path) -> None:
 
 
 def test_locked_and_busy_stores_map_to_exit_75() -> None:
-    assert exit_code_for(errors.StoreLockedError("locked")) == EXIT_BUSY
-    assert exit_code_for(errors.StoreBusyError("busy")) == EXIT_BUSY
-    assert exit_code_for(errors.SessionNotFoundError("gone")) == EXIT_FAILURE
+    assert exit_code_for(errors.StoreLockedError("locked")) == ExitCode.BUSY
+    assert exit_code_for(errors.StoreBusyError("busy")) == ExitCode.BUSY
+    assert exit_code_for(errors.SessionNotFoundError("gone")) == ExitCode.FAILURE
 
 
 def test_a_store_newer_than_the_code_is_browsable_with_a_warning(sample: Path) -> None:
@@ -218,7 +219,7 @@ def test_db_migrate_refuses_while_another_process_has_the_store_open(
     path = _upstream30(hermes_home)
     holder = hold_store(path, "open")
     result = run("db", "migrate")
-    assert result.exit_code == EXIT_BUSY
+    assert result.exit_code == ExitCode.BUSY
     assert f"PID {holder.proc.pid}" in result.stderr and "--force" in result.stderr
     assert _version(path) == 30
 

@@ -14,18 +14,33 @@ import pytest
 from clitools import REPO_ROOT
 
 from hermes_cli import docs
+from hermes_cli.exitcodes import ExitCode
 from hermes_state import home
 
 
-def test_checked_in_completions_and_man_page_are_current(tmp_path: Path) -> None:
-    docs.write_all(tmp_path)
+def test_checked_in_completions_man_page_and_readme_tables_are_current(tmp_path: Path) -> None:
+    docs.write_all(tmp_path, readme_from=REPO_ROOT / docs.README)
     stale = [
         rel
-        for rel in docs.OUTPUTS
+        for rel in (*docs.OUTPUTS, docs.README)
         if (tmp_path / rel).read_text(encoding="utf-8")
         != (REPO_ROOT / rel).read_text(encoding="utf-8")
     ]
     assert stale == [], "regenerate with: python -m hermes_cli.docs"
+
+
+def test_readme_tables_name_every_command_and_exit_code() -> None:
+    readme = (REPO_ROOT / docs.README).read_text(encoding="utf-8")
+    for command in docs.all_commands(docs.app_doc()):
+        if command.path and not command.children:
+            assert f"`hermes {command.key}" in readme, command.key
+    for code in ExitCode:
+        assert f"| {int(code)} |" in readme
+
+
+def test_update_readme_refuses_a_readme_without_its_markers() -> None:
+    with pytest.raises(ValueError, match="marker"):
+        docs.update_readme("# no tables here\n", docs.app_doc())
 
 
 def test_man_page_lists_every_command_and_option() -> None:

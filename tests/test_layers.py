@@ -123,7 +123,9 @@ def test_an_upward_import_is_caught(source: str) -> None:
 
 
 def test_an_annotation_only_import_is_not_a_dependency() -> None:
-    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hermes_state import db\n"
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hermes_state import db\n"
+    )
     assert _runtime_imports(ast.parse(source), "hermes_state") == set()
 
 
