@@ -32,6 +32,7 @@ import re
 import shutil
 import sqlite3
 import stat
+import struct
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -39,7 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_state import cjk, fts, pages, schema
+from hermes_state import cjk, fts, pages, salvage, schema
 from hermes_state.connection import Store, create_bare_store, is_open_in_process, open_store
 from hermes_state.errors import HermesStateError, StoreNotFoundError, is_corruption_error
 
@@ -79,6 +80,16 @@ DERIVED_META_KEYS = frozenset(
         cjk.LEGACY_HIGH_WATER_KEY,
     }
 )
+# Keys an index rebuild in progress leaves: a source that has one is not copied whole.
+REBUILD_META_KEYS = frozenset(
+    {
+        fts.HIGH_WATER_KEY,
+        fts.PROGRESS_KEY,
+        fts.STALE_KEY,
+        "fts_cjk_rebuild_high_water",
+        "fts_cjk_rebuild_progress",
+    }
+)
 CHUNK_ROWS = 2000
 MAX_RANGE_QUERIES = 10_000
 POINT_SPAN = 100_000  # damaged ranges up to this wide are read rowid by rowid
@@ -102,8 +113,13 @@ class TableResult:
     source_rows: int | None  # count(*) in the source copy; None when it could not be counted
     copied: int = 0
     status: str = "pending"  # copied, empty, partial, unreadable, absent
-    rejected: int = 0  # rows the target's constraints refused
+    rejected: int = 0  # rows the target's constraints refused (kept in lost_and_found)
+    on_pages: int | None = None  # cells its b-tree's leaf pages hold (None: not walked)
+    from_pages: int = 0  # rows its leaf pages hold that SQLite's cursor did not return
     from_orphan_pages: int = 0  # rows read from leaf pages cut off from the table's b-tree
+    to_lost_and_found: int = 0  # rows of this table kept in lost_and_found instead
+    unreadable_pages: int = 0  # pages of its b-tree that could not be read nor made up for
+    unreadable_cells: int = 0  # cells seen on its pages whose record could not be decoded
     columns_dropped: list[str] = field(default_factory=list)  # source columns we have no use for
     errors: list[str] = field(default_factory=list)
 
@@ -120,6 +136,11 @@ class SkippedRange:
     first_rowid: int
     last_rowid: int
     error: str
+
+    @property
+    def bounded(self) -> bool:
+        """Tell whether the range is narrow enough to count its rowids as lost rows."""
+        return self.last_rowid - self.first_rowid < POINT_SPAN
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -166,7 +187,13 @@ class RecoveryReport:
     source_fingerprint: dict[str, list[int]] = field(default_factory=dict)  # name -> [size, ns]
     source_unchanged: bool = True
     source_readable: bool = True
-    header_rewritten: bool = False  # the copy's unreadable header was reconstructed
+    header_rewritten: bool = False  # the copy's header was repaired (see header_fixes)
+    header_fixes: list[str] = field(default_factory=list)
+    method: str = "salvage"  # "copy": a healthy source copied whole; "salvage": read around damage
+    search_indexes: str = "rebuilt"  # "rebuilt", or "copied" (healthy source, checked after)
+    wal: str = "none"  # none, replayed, ignored: what was done with the source's WAL, and why
+    lost_and_found: dict[str, int] = field(default_factory=dict)  # reason -> rows kept there
+    deleted_rows_seen: int = 0  # rows on free pages (deleted before the damage): not restored
     writable_schema: bool = False  # the source schema was only readable with writable_schema
     layout: str = "source"  # "source": the source's own schema; "fallback": a new schema-31 store
     tables: dict[str, TableResult] = field(default_factory=dict)
@@ -195,9 +222,38 @@ class RecoveryReport:
         for t in self.tables.values():
             if t.status in ("partial", "unreadable") or t.rejected or t.columns_dropped:
                 return True
-            if t.source_rows is not None and t.copied < t.source_rows:
+            if t.to_lost_and_found or t.unreadable_cells or t.unreadable_pages:
+                return True
+            if t.copied < max(t.source_rows or 0, t.on_pages or 0):
                 return True
         return False
+
+    def rows_lost(self) -> tuple[int, int]:
+        """Return (rows seen in the source but not in their table, rows seen in all)."""
+        lost = seen = 0
+        for t in self.tables.values():
+            shown = max(t.source_rows or 0, t.on_pages or 0, t.copied)
+            seen += shown
+            lost += shown - t.copied
+        lost += sum(r.last_rowid - r.first_rowid + 1 for r in self.skipped_ranges if r.bounded)
+        lost += sum(n or 0 for n in self.not_copied.values())
+        return lost, seen + sum(n or 0 for n in self.not_copied.values())
+
+    def summary(self) -> str:
+        """Say in one line whether everything came through, and if not, how much did not."""
+        kept = sum(self.lost_and_found.values())
+        aside = f"; {kept} kept aside in table lost_and_found" if kept else ""
+        if not self.source_readable and not any(t.copied for t in self.tables.values()):
+            return "PARTIAL: nothing in the source could be read as a database" + aside
+        if not self.partial:
+            extra = f" ({kept} rows of unknown standing kept in lost_and_found)" if kept else ""
+            return f"Complete: every row the source shows was copied{extra}"
+        lost, seen = self.rows_lost()
+        unbounded = any(not r.bounded for r in self.skipped_ranges)
+        what = f"{lost:,} of {seen:,} rows the source shows were not copied into their tables"
+        if unbounded or not self.source_readable:
+            what += " (plus unreadable pages whose rows cannot be counted)"
+        return f"PARTIAL: {what}{aside}"
 
     @property
     def complete(self) -> bool:
@@ -222,6 +278,13 @@ class RecoveryReport:
             "source_unchanged": self.source_unchanged,
             "source_readable": self.source_readable,
             "header_rewritten": self.header_rewritten,
+            "header_fixes": list(self.header_fixes),
+            "method": self.method,
+            "search_indexes": self.search_indexes,
+            "wal": self.wal,
+            "lost_and_found": dict(self.lost_and_found),
+            "deleted_rows_seen": self.deleted_rows_seen,
+            "summary": self.summary(),
             "writable_schema": self.writable_schema,
             "layout": self.layout,
             "tables": {name: t.to_dict() for name, t in self.tables.items()},
@@ -344,14 +407,16 @@ class _Budget:
 
 def _open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     """Open the work copy for reading, repairing what stands in the way of reading it."""
+    repair = pages.repair_header(path, wal=_sidecar(path, "-wal").exists())
+    report.header_fixes = list(repair.fixes)
+    report.header_rewritten = bool(repair.fixes)
     conn = _connect_copy(path, report)
-    if conn is None and pages.rewrite_header(path):
-        report.header_rewritten = True
-        report.notes.append(
-            "the database header was unreadable; the copy got a reconstructed header "
-            "(freelist unknown, so leaf pages cut off from their b-trees are not salvaged)"
-        )
-        conn = _connect_copy(path, report)
+    if conn is None and repair.fixes:
+        # The repair was judged on the pages; if SQLite still cannot read the copy, say so and
+        # try the header as it was (the raw page reader still reads the repaired guess).
+        report.notes.append("the repaired header did not make the copy readable")
+    elif repair.fixes:
+        report.notes.append("the database header was repaired: " + "; ".join(repair.fixes))
     if conn is None:
         report.source_readable = False
     return conn
@@ -451,13 +516,14 @@ class _TableCopier:
 
     def __init__(
         self,
-        src: sqlite3.Connection,
+        src: sqlite3.Connection | None,
         store: Store,
         result: TableResult,
         columns: Sequence[str],
         report: RecoveryReport,
         budget: _Budget,
         progress: Progress | None,
+        lost: salvage.LostAndFound,
     ) -> None:
         self.src = src
         self.store = store
@@ -474,6 +540,10 @@ class _TableCopier:
         self.insert = f'{verb} INTO "{self.table}" ({quoted}) VALUES ({marks})'
         self.meta_key = self.columns.index("key") if self.table == "state_meta" else None
         self.index_rowids: list[int] | None = None
+        self.copied_rowids: set[int] = set()
+        self.rejected_rowids: set[int] = set()
+        self.ignored_rowids: set[int] = set()  # left out on purpose (index rebuild markers)
+        self.lost = lost
         self.meta_keys: set[str] = set()
         self.title_pos = (
             self.columns.index("title")
@@ -490,36 +560,54 @@ class _TableCopier:
         return row[self.meta_key] not in DERIVED_META_KEYS
 
     def flush(self, rows: list[tuple]) -> None:
-        """Write rows (without their leading rowid) into the target in one transaction."""
-        values = [r[1:] for r in rows if self._keep(r[1:])]
-        if not values:
+        """Write rows (rowid first, then the columns) into the target in one transaction."""
+        dropped = [r[0] for r in rows if not self._keep(r[1:])]
+        if dropped:
+            self.ignored_rowids.update(dropped)
+            rows = [r for r in rows if self._keep(r[1:])]
+        if not rows:
             return
+        values = [r[1:] for r in rows]
         try:
             self.store.write(lambda conn: conn.executemany(self.insert, values))
-            kept = values
+            kept = list(range(len(rows)))
+            refused: list[tuple[int, str]] = []
         except sqlite3.IntegrityError:
             # The result is applied only after the commit: store.write may replay fn.
-            kept, rejected, errors = self.store.write(lambda c: self._insert_one_by_one(c, values))
-            self.result.rejected += rejected
+            kept, refused, notes = self.store.write(lambda c: self._insert_one_by_one(c, values))
             room = max(0, MAX_REJECT_SAMPLES - len(self.result.errors))
-            self.result.errors.extend(errors[:room])
+            self.result.errors.extend(notes[:room])
+        for i in kept:
+            self.copied_rowids.add(rows[i][0])
+        for i, error in refused:
+            self.rejected_rowids.add(rows[i][0])
+            self.lost.add(
+                self.table,
+                "rejected by the target's constraints",
+                rows[i][0],
+                None,
+                dict(zip(self.columns, values[i], strict=True)),
+                error,
+            )
+        self.result.rejected += len(refused)
+        self.result.to_lost_and_found += len(refused)
         self.result.copied += len(kept)
         if self.meta_key is not None:
-            self.meta_keys.update(v[self.meta_key] for v in kept)
+            self.meta_keys.update(values[i][self.meta_key] for i in kept)
         if self.progress is not None:
             self.progress(self.table, self.result.copied, self.result.source_rows)
 
     def _insert_one_by_one(
         self, conn: sqlite3.Connection, values: list[tuple]
-    ) -> tuple[list[tuple], int, list[str]]:
-        """Insert rows one at a time; return (rows kept, rows rejected, error texts)."""
-        kept: list[tuple] = []
-        rejected = 0
-        errors: list[str] = []
-        for value in values:
+    ) -> tuple[list[int], list[tuple[int, str]], list[str]]:
+        """Insert rows one at a time; return (indexes kept, (index, error) refused, notes)."""
+        kept: list[int] = []
+        refused: list[tuple[int, str]] = []
+        notes: list[str] = []
+        for i, value in enumerate(values):
             try:
                 conn.execute(self.insert, value)
-                kept.append(value)
+                kept.append(i)
                 continue
             except sqlite3.IntegrityError as exc:
                 error = str(exc)
@@ -529,14 +617,14 @@ class _TableCopier:
                 retitled[self.title_pos] = None
                 try:
                     conn.execute(self.insert, retitled)
-                    kept.append(tuple(retitled))
-                    errors.append(f"title {value[self.title_pos]!r} cleared: {error}")
+                    kept.append(i)
+                    notes.append(f"title {value[self.title_pos]!r} cleared: {error}")
                     continue
                 except sqlite3.IntegrityError as exc:
                     error = str(exc)
-            rejected += 1
-            errors.append(f"row rejected: {error}")
-        return kept, rejected, errors
+            refused.append((i, error))
+            notes.append(f"row rejected: {error}")
+        return kept, refused, notes
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -1013,7 +1101,9 @@ def _table_status(result: TableResult, report: RecoveryReport) -> str:
     skipped = any(r.table == result.name for r in report.skipped_ranges)
     if skipped or result.rejected:
         return "partial" if result.copied else "unreadable"
-    if result.source_rows is not None and result.copied < result.source_rows:
+    if result.copied < max(result.source_rows or 0, result.on_pages or 0):
+        return "partial"
+    if result.to_lost_and_found or result.unreadable_cells or result.unreadable_pages:
         return "partial"
     return "copied" if result.copied else "empty"
 
@@ -1038,20 +1128,22 @@ def _copy_plain(
 
 
 def _copy_tables(
-    src: sqlite3.Connection,
+    src: sqlite3.Connection | None,
     copy: Path,
     store: Store,
     plan: _Plan,
     report: RecoveryReport,
     progress: Progress | None,
+    lost: salvage.LostAndFound,
 ) -> set[str]:
-    """Copy the rows of every planned table; return the state_meta keys copied."""
+    """Copy the rows of every planned table, then check each against the pages and read what
+    SQLite could not; return the state_meta keys copied."""
     meta_keys: set[str] = set()
-    tables = _source_tables(src)
+    tables = _source_tables(src) if src is not None else {}
     budget = _Budget()
     for name in schema.LEDGER_TABLES:
-        report.excluded[name] = _count(src, name) if name in tables else None
-    if plan.layout == "fallback":
+        report.excluded[name] = _count(src, name) if src is not None and name in tables else None
+    if plan.layout == "fallback" and src is not None:
         for name in sorted(tables):
             if name in plan.tables or name in schema.LEDGER_TABLES or _is_derived(name, tables):
                 continue
@@ -1059,9 +1151,16 @@ def _copy_tables(
         for name in FALLBACK_TABLES:
             if name not in tables and name != "delivery_obligations":
                 report.tables[name] = TableResult(name, None, status="absent")
-    damaged: list[tuple[_TableCopier, list[tuple]]] = []
+    copiers: dict[str, _TableCopier] = {}
+
+    def make_copier(name: str, cols: list[str]) -> _TableCopier:
+        result = report.tables.get(name)
+        if result is None or result.status == "absent":
+            result = report.tables[name] = TableResult(name, None)
+        return _TableCopier(src, store, result, cols, report, budget, progress, lost)
+
     for name in plan.tables:
-        if name in schema.LEDGER_TABLES or name == cjk.PENDING_TABLE:
+        if src is None or name in schema.LEDGER_TABLES or name == cjk.PENDING_TABLE:
             continue  # the ledger is excluded; the CJK queue is rebuilt
         result = TableResult(name, _count(src, name))
         report.tables[name] = result
@@ -1080,14 +1179,12 @@ def _copy_tables(
         if name in plan.without_rowid:
             _copy_plain(src, store, result, cols)
             continue
-        skipped_before = len(report.skipped_ranges)
-        copier = _TableCopier(src, store, result, cols, report, budget, progress)
+        copier = _TableCopier(src, store, result, cols, report, budget, progress, lost)
         copier.run()
+        copiers[name] = copier
+    _page_pass(src, copy, store, report, copiers, make_copier, lost)
+    for copier in copiers.values():
         meta_keys |= copier.meta_keys
-        if len(report.skipped_ranges) > skipped_before:
-            damaged.append((copier, src_info))
-    if damaged and not report.header_rewritten:
-        _salvage_orphan_pages(src, copy, damaged, report)
     position = {name: i for i, name in enumerate(plan.tables)}
     report.skipped_ranges.sort(key=lambda r: (position.get(r.table, 0), r.first_rowid))
     for result in report.tables.values():
@@ -1104,84 +1201,276 @@ def _source_info(conn: sqlite3.Connection, table: str) -> list[tuple]:
         return []
 
 
-def _defaults(info: list[tuple]) -> list[Any]:
-    """Evaluate each column's declared default (for records written before a column existed)."""
-    mem = sqlite3.connect(":memory:")
+def _master(src: sqlite3.Connection | None) -> dict[str, tuple[str, str, int, str]]:
+    """Return the source's schema rows {name: (type, tbl_name, rootpage, sql)}, best effort."""
+    if src is None:
+        return {}
     try:
-        out = []
-        for row in info:
-            dflt = row[4]
-            try:
-                out.append(None if dflt is None else mem.execute(f"SELECT {dflt}").fetchone()[0])
-            except sqlite3.Error:
-                out.append(None)
-        return out
-    finally:
-        mem.close()
+        rows = src.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")
+        return {str(n): (str(t), str(tb), int(r or 0), sql or "") for t, n, tb, r, sql in rows}
+    except sqlite3.DatabaseError:
+        return {}
 
 
-def _salvage_orphan_pages(
-    src: sqlite3.Connection,
-    copy: Path,
-    damaged: list[tuple[_TableCopier, list[tuple]]],
-    report: RecoveryReport,
-) -> None:
-    """Read rows of damaged tables from leaf pages their b-trees no longer reach."""
-    try:
-        roots = {int(r[0]) for r in src.execute("SELECT rootpage FROM sqlite_master") if r[0]}
-        roots.add(1)  # sqlite_master's own b-tree
-    except sqlite3.DatabaseError as exc:
-        report.notes.append(f"page-level salvage skipped: root pages unreadable ({exc})")
-        return
-    ranges: dict[str, list[SkippedRange]] = {}
-    for r in report.skipped_ranges:
-        ranges.setdefault(r.table, []).append(r)
-    shapes = []
-    for copier, info in damaged:
-        cols = [r[1] for r in info]
-        pks = [r for r in info if r[5]]
-        alias = (
-            cols.index(pks[0][1]) if len(pks) == 1 and str(pks[0][2]).upper() == "INTEGER" else None
+def _shapes(
+    src: sqlite3.Connection | None, store: Store, master: dict[str, tuple[str, str, int, str]]
+) -> dict[str, salvage.Shape]:
+    """Return the record shape of every table the source has or the target expects."""
+    tables = {n: sql for n, (t, _tb, _r, sql) in master.items() if t == "table"}
+    out: dict[str, salvage.Shape] = {}
+    for name, sql in tables.items():
+        if _VIRTUAL_RE.match(sql) or (name.startswith("sqlite_") and name != "sqlite_sequence"):
+            continue
+        derived = _is_derived(name, tables) or name in schema.LEDGER_TABLES
+        info = _source_info(src, name) if src is not None else []
+        shape = (
+            salvage.Shape.from_info(name, info, derived=derived)
+            if info
+            else salvage.shape_from_sql(name, sql, derived=derived)
         )
-        positions = [cols.index(c) for c in copier.columns]
-        # A row of this table has at least every NOT NULL column without a default.
-        required = [i for i, r in enumerate(info) if r[3] and r[4] is None and i != alias]
-        shapes.append((copier, len(cols), alias, positions, _defaults(info), required))
-    found: dict[str, dict[int, tuple]] = {copier.table: {} for copier, *_ in shapes}
+        if shape is not None:
+            out[name] = shape
+    for name in _target_tables(store):
+        if name not in out:
+            info = [
+                tuple(r) for r in store.conn.execute(f"PRAGMA table_info({schema.quote(name)})")
+            ]
+            derived = name in schema.LEDGER_TABLES or name in (cjk.PENDING_TABLE,)
+            out[name] = salvage.Shape.from_info(name, info, derived=derived)
+    return out
+
+
+def _target_tables(store: Store) -> list[str]:
+    """Return the ordinary rowid tables of the target (not FTS, not SQLite's own)."""
+    rows = store.conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    tables = {n: sql or "" for n, sql in rows}
+    return [
+        n
+        for n, sql in tables.items()
+        if not _is_derived(n, tables)
+        and not _WITHOUT_ROWID_RE.search(sql.strip())
+        and n != salvage.LOST_AND_FOUND
+        and n not in schema.LEDGER_TABLES
+    ]
+
+
+def _page_row(copier: _TableCopier, shape: salvage.Shape, rowid: int, fields: list) -> tuple:
+    """Return a row for copier.flush from a decoded record."""
+    values = shape.row(rowid, fields)
+    return (rowid, *(values.get(c) for c in copier.columns))
+
+
+def _complete_from_pages(
+    copier: _TableCopier,
+    raw: pages.Pages,
+    scan: pages.TreeScan,
+    shape: salvage.Shape,
+    lost: salvage.LostAndFound,
+) -> None:
+    """Copy the rows the table's leaf pages hold that SQLite's cursor did not return."""
+    result = copier.result
+    result.on_pages = scan.count
+    result.unreadable_cells += scan.bad_cells
+    bounds = scan.strays
+    done = copier.copied_rowids | copier.rejected_rowids | copier.ignored_rowids
+    batch: list[tuple] = []
+    for rowid in sorted(r for r in scan.cells if r not in done):
+        page, index = scan.cells[rowid]
+        try:
+            _, fields = raw.cell(page, index)
+        except (ValueError, IndexError, struct.error):
+            result.unreadable_cells += 1
+            continue
+        if not shape.fits(fields):
+            lost.add(copier.table, salvage.MISFIT, rowid, page, fields)
+            result.to_lost_and_found += 1
+        elif rowid in bounds and shape.alias is not None:
+            # The rowid is the row's identity (messages.id): a damaged one would be a wrong row.
+            lost.add(copier.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
+            result.to_lost_and_found += 1
+        else:
+            batch.append(_page_row(copier, shape, rowid, fields))
+            if len(batch) >= CHUNK_ROWS:
+                copier.flush(batch)
+                batch = []
+    copier.flush(batch)
+    result.from_pages = sum(1 for r in scan.cells if r in copier.copied_rowids and r not in done)
+    result.on_pages -= sum(1 for r in copier.ignored_rowids if r in scan.cells)
+    for rowid, page, index in scan.duplicates:
+        try:
+            _, fields = raw.cell(page, index)
+        except (ValueError, IndexError, struct.error):
+            result.unreadable_cells += 1
+            continue
+        lost.add(copier.table, salvage.DUPLICATE, rowid, page, fields)
+        result.to_lost_and_found += 1
+    if result.from_pages:
+        report_note = (
+            f"{copier.table}: {result.from_pages} rows its leaf pages hold were read from the "
+            "pages (SQLite's cursor did not return them)"
+        )
+        copier.report.notes.append(report_note)
+
+
+def _page_pass(
+    src: sqlite3.Connection | None,
+    copy: Path,
+    store: Store,
+    report: RecoveryReport,
+    copiers: dict[str, _TableCopier],
+    make_copier: Callable[[str, list[str]], _TableCopier],
+    lost: salvage.LostAndFound,
+) -> None:
+    """Check each table against its leaf pages, read what SQLite missed, and read the leaf pages
+    no b-tree reaches (by the shape of their records)."""
     fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy: no live locks to lose
     try:
         raw = pages.Pages(fd, os.fstat(fd).st_size)
-        for rowid, fields in raw.orphan_rows(roots):
-            fits = [
-                shape
-                for shape in shapes
-                if len(fields) <= shape[1]
-                and all(i < len(fields) and fields[i] is not None for i in shape[5])
-                and any(r.first_rowid <= rowid <= r.last_rowid for r in ranges[shape[0].table])
-            ]
-            if len(fits) > 1:
-                fits = [shape for shape in fits if len(fields) == shape[1]]
-            if len(fits) != 1:
-                continue  # no damaged table, or more than one, could own this row
-            copier, ncols, alias, positions, defaults, _required = fits[0]
-            full = fields + defaults[len(fields) : ncols]
-            if alias is not None:
-                full[alias] = rowid
-            found[copier.table][rowid] = (rowid, *(full[i] for i in positions))
+        master = _master(src)
+        if not {"sessions", "messages"} <= set(master):
+            # The schema is damaged: its rows may still sit on leaf pages of sqlite_master.
+            for name, rec in salvage.schema_records(raw, raw.table_leaves(set())).items():
+                master.setdefault(name, rec)
+        shapes = _shapes(src, store, master)
+        scans: dict[str, pages.TreeScan] = {}
+        for name, copier in copiers.items():
+            rec = master.get(name)
+            if rec is None or rec[2] <= 0 or name not in shapes:
+                continue
+            scans[name] = raw.walk_table(rec[2])
+            _complete_from_pages(copier, raw, scans[name], shapes[name], lost)
+        # Tables of the target that SQLite could not read at all but whose root page is known.
+        for name in _target_tables(store):
+            rec = master.get(name)
+            if name in copiers or rec is None or rec[2] <= 0 or name not in shapes:
+                continue
+            shape = shapes[name]
+            copier = make_copier(name, [c for c in store.columns(name) if c in shape.columns])
+            copiers[name] = copier
+            scans[name] = raw.walk_table(rec[2])
+            _complete_from_pages(copier, raw, scans[name], shape, lost)
+        _unattached(raw, master, shapes, scans, copiers, make_copier, store, report, lost)
+        for name, scan in scans.items():
+            _report_holes(copiers[name], scan, report)
     except (OSError, ValueError) as exc:
         report.notes.append(f"page-level salvage stopped: {exc}")
     finally:
         os.close(fd)
-    for copier, *_ in shapes:
-        rows = [found[copier.table][k] for k in sorted(found[copier.table])]
-        for i in range(0, len(rows), CHUNK_ROWS):
-            copier.flush(rows[i : i + CHUNK_ROWS])
-        copier.result.from_orphan_pages = len(rows)
-        if rows:
+    lost.flush()
+
+
+def _unattached(
+    raw: pages.Pages,
+    master: dict[str, tuple[str, str, int, str]],
+    shapes: dict[str, salvage.Shape],
+    scans: dict[str, pages.TreeScan],
+    copiers: dict[str, _TableCopier],
+    make_copier: Callable[[str, list[str]], _TableCopier],
+    store: Store,
+    report: RecoveryReport,
+    lost: salvage.LostAndFound,
+) -> None:
+    """Read table leaf pages that no b-tree reaches: cut off by damage, or deleted data."""
+    roots = {rec[2] for rec in master.values() if rec[2] > 0} | {1}
+    reach = raw.reachable(roots)
+    for scan in scans.values():
+        reach |= scan.pages
+    free = raw.freelist()
+    leaves = [p for p in raw.table_leaves(reach | free | {1})]
+    if report_freelist_lost(report):
+        shaped = raw.free_by_shape(set(leaves) | _non_btree_pages(raw, reach))
+        free |= shaped
+        leaves = [p for p in leaves if p not in shaped]
+    for page in raw.table_leaves(reach | {1}):
+        if page in free:
+            report.deleted_rows_seen += sum(1 for _ in raw.leaf_cells(page))
+    targets = set(_target_tables(store))
+    candidates = [s for s in shapes.values() if s.table in targets or s.derived]
+    candidates += salvage.fts_shadow_shapes()
+    found: dict[str, list[tuple]] = {}
+    for page in leaves:
+        cells = list(raw.leaf_cells(page))
+        shape = salvage.choose(candidates, cells)
+        for _i, rowid, fields in cells:
+            if fields is None:
+                continue
+            if shape is None or not shape.fits(fields):
+                lost.add(None, salvage.UNATTRIBUTED, rowid, page, fields)
+                continue
+            if shape.derived:
+                continue  # an index's or the ledger's page: rebuilt or excluded anyway
+            table = shape.table
+            scan = scans.get(table)
+            copier = copiers.get(table)
+            have = copier.copied_rowids if copier is not None else set()
+            if rowid in have or (scan is not None and not scan.in_hole(rowid)):
+                lost.add(table, salvage.UNATTACHED, rowid, page, shape.row(rowid, fields))
+                continue
+            if copier is None:
+                cols = [c for c in store.columns(table) if c in shape.columns]
+                copier = copiers[table] = make_copier(table, cols)
+            found.setdefault(table, []).append(_page_row(copier, shape, rowid, fields))
+    for table, rows in found.items():
+        copier = copiers[table]
+        unique = {r[0]: r for r in rows}
+        ordered = [unique[k] for k in sorted(unique)]
+        before = set(copier.copied_rowids)
+        for i in range(0, len(ordered), CHUNK_ROWS):
+            copier.flush(ordered[i : i + CHUNK_ROWS])
+        got = sorted(copier.copied_rowids - before)
+        copier.result.from_orphan_pages += len(got)
+        if got:
             report.notes.append(
-                f"{copier.table}: {len(rows)} rows read from leaf pages cut off from its b-tree"
+                f"{table}: {len(got)} rows read from leaf pages cut off from its b-tree"
             )
-        _subtract_rowids(report, copier.table, sorted(found[copier.table]))
+        _subtract_rowids(report, table, got)
+    if lost.counts.get(salvage.UNATTACHED):
+        report.notes.append(
+            f"{lost.counts[salvage.UNATTACHED]} rows on pages no b-tree reaches (deleted, or "
+            "cut off) were kept in lost_and_found, not restored"
+        )
+
+
+def report_freelist_lost(report: RecoveryReport) -> bool:
+    """Tell whether the header's freelist pointer was unusable (free pages are unmarked)."""
+    return any(fix.startswith("freelist") for fix in report.header_fixes)
+
+
+def _non_btree_pages(raw: pages.Pages, reach: set[int]) -> set[int]:
+    """Return pages that are neither reached nor b-tree pages (freelist trunk candidates)."""
+    out = set()
+    for page in range(2, raw.count + 1):
+        if page in reach:
+            continue
+        head = raw.read(page)[:1]
+        if head not in (b"\x02", b"\x05", b"\x0a", b"\x0d"):
+            out.add(page)
+    return out
+
+
+def _report_holes(copier: _TableCopier, scan: pages.TreeScan, report: RecoveryReport) -> None:
+    """Report the parts of a table's b-tree that could not be read and were not made up for."""
+    rowids = copier.copied_rowids
+    if not scan.holes:
+        return
+    known = sorted(rowids | set(scan.cells))
+    for lo, hi in scan.holes:
+        if any(
+            r.table == copier.table and r.first_rowid <= hi and r.last_rowid > lo
+            for r in report.skipped_ranges
+        ):
+            continue  # already reported by the range reads
+        if any(lo < r <= hi for r in rowids):
+            continue  # rows of that subtree came back from pages cut off from it
+        first = max(lo + 1, known[0] if known else lo + 1)
+        last = min(hi, known[-1] if known else hi)
+        copier.result.unreadable_pages += 1
+        if first <= last:
+            report.skipped_ranges.append(
+                SkippedRange(copier.table, first, last, "a page of its b-tree is unreadable")
+            )
 
 
 def _subtract_rowids(report: RecoveryReport, table: str, rowids: list[int]) -> None:
@@ -1212,6 +1501,220 @@ def _remove_target(target: Path) -> None:
             member.unlink()
 
 
+def _healthy(src: sqlite3.Connection, report: RecoveryReport) -> bool:
+    """Tell whether the copy can be copied whole: intact header, b-trees and schema, no rebuild
+    in progress (SQLite's quick_check reads every page and checks every b-tree's order)."""
+    if report.header_fixes or report.writable_schema:
+        return False
+    try:
+        tables = _source_tables(src)
+        if not {"sessions", "messages", "schema_version"} <= set(tables):
+            return False
+        if [r[0] for r in src.execute("PRAGMA quick_check")] != ["ok"]:
+            return False
+        if "state_meta" in tables:
+            marks = ", ".join("?" * len(REBUILD_META_KEYS))
+            if src.execute(
+                f"SELECT 1 FROM state_meta WHERE key IN ({marks}) LIMIT 1",
+                tuple(sorted(REBUILD_META_KEYS)),
+            ).fetchone():
+                return False
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+def _copy_whole(
+    src: sqlite3.Connection, target: Path, report: RecoveryReport, progress: Progress | None
+) -> Store:
+    """Copy a healthy source into the target with VACUUM INTO, minus the runtime ledger."""
+    try:
+        mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    except sqlite3.DatabaseError:
+        mode = "delete"
+    store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
+    try:
+        src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
+        src.execute("VACUUM INTO ?", (str(target),))
+        src.execute("PRAGMA query_only=ON")
+        tables = _source_tables(src)
+        report.method = "copy"
+        report.search_indexes = "copied"
+        for name in schema.LEDGER_TABLES:
+            report.excluded[name] = _count(src, name) if name in tables else None
+        for name in (*[t for t in FIRST_TABLES if t in tables], *sorted(tables)):
+            if name in report.tables or _is_derived(name, tables) or name in schema.LEDGER_TABLES:
+                continue
+            n = _count(src, name)
+            report.tables[name] = TableResult(
+                name, n, copied=n or 0, status="copied" if n else "empty"
+            )
+            if progress is not None:
+                progress(name, n or 0, n)
+
+        def drop_ledger(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA secure_delete=ON")  # excluded rows must not linger in free pages
+            for name in schema.LEDGER_TABLES:
+                if name in tables:
+                    conn.execute(f"DELETE FROM {schema.quote(name)}")
+            if "sqlite_sequence" in tables:
+                conn.executemany(
+                    "DELETE FROM sqlite_sequence WHERE name = ?",
+                    [(n,) for n in schema.LEDGER_TABLES],
+                )
+
+        store.write(drop_ledger)
+        store.forget_columns()
+        if mode == "wal":
+            store.conn.execute("PRAGMA journal_mode=WAL")
+            store.journal_mode = "wal"
+    except BaseException:
+        store.close()
+        _remove_target(target)
+        raise
+    return store
+
+
+def _recover_copy(
+    copy: Path, target: Path, report: RecoveryReport, progress: Progress | None
+) -> None:
+    """Salvage the work copy into the target and verify it (the core of recover())."""
+    src = _open_copy(copy, report)
+    try:
+        store: Store | None = None
+        plan: _Plan | None = None
+        if src is not None and _healthy(src, report):
+            store = _copy_whole(src, target, report, progress)
+            plan = _Plan(layout="source", tables=list(report.tables))
+        if store is None:
+            made = _source_layout(src, target, report) if src is not None else None
+            if made is None:
+                if src is not None:
+                    report.notes.append(
+                        "the source's schema could not be used; its known tables were copied "
+                        f"into a new schema-{schema.SCHEMA_VERSION} store"
+                    )
+                made = _fallback_layout(target, src)
+            store, plan = made
+        report.layout = plan.layout
+        expected = schema.SCHEMA_VERSION
+        if plan.layout == "source" and src is not None:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                expected = schema.stored_version(src)
+        try:
+            meta_keys: set[str] = set()
+            lost = salvage.LostAndFound(store)
+            store.conn.execute("PRAGMA foreign_keys=OFF")  # rows arrive parents-last
+            if report.method == "copy":
+                meta_keys = _meta_keys(store)
+            else:
+                if plan.gated:
+                    _pause_fts_triggers(store)
+                meta_keys = _copy_tables(src, copy, store, plan, report, progress, lost)
+            for table, n in salvage.quarantine_invalid(store, lost).items():
+                result = report.tables.get(table)
+                if result is not None:
+                    result.copied -= n
+                    result.to_lost_and_found += n
+                    result.status = "partial"
+            report.placeholder_sessions, report.parents_cleared = store.write(_reconcile_orphans)
+            if report.method != "copy":
+                _finish_layout(store, plan, report)
+            lost.flush()
+            report.lost_and_found = dict(lost.counts)
+            store.conn.execute("PRAGMA foreign_keys=ON")
+            report.verification = _verify(store, report, meta_keys, expected)
+        except BaseException:
+            store.close()
+            _remove_target(target)  # half-made and unreported: free the path for a retry
+            raise
+        store.close()
+    finally:
+        if src is not None:
+            src.close()
+
+
+def _meta_keys(store: Store) -> set[str]:
+    """Return the state_meta keys of a whole copy."""
+    if not store.has_table("state_meta"):
+        return set()
+    return {str(k) for (k,) in store.conn.execute("SELECT key FROM state_meta")}
+
+
+def _score(report: RecoveryReport) -> int:
+    """Rate a salvage for choosing between two readings of one source (higher is better)."""
+    copied = sum(t.copied for t in report.tables.values())
+    bad = sum(t.to_lost_and_found + t.unreadable_cells for t in report.tables.values())
+    bad += sum(report.lost_and_found.values())
+    bad += sum(r.last_rowid - r.first_rowid + 1 for r in report.skipped_ranges if r.bounded)
+    bad += 100 * sum(t.unreadable_pages for t in report.tables.values())
+    return copied - 2 * bad - 20 * report.placeholder_sessions - 20 * report.parents_cleared
+
+
+def _wal_doubts(copy: Path) -> list[str]:
+    """Return reasons to doubt that the copied WAL belongs to the copied main file."""
+    wal = _sidecar(copy, "-wal")
+    doubts: list[str] = []
+    with open(wal, "rb") as f:  # the private copy
+        head = f.read(32)
+    with open(copy, "rb") as f:
+        main = f.read(100)
+    if len(head) < 32 or int.from_bytes(head[0:4], "big") not in (0x377F0682, 0x377F0683):
+        return ["its header is not a WAL header (SQLite ignores it)"]
+    wal_page = int.from_bytes(head[8:12], "big")
+    raw = int.from_bytes(main[16:18], "big")
+    if main[:16] == pages.SQLITE_MAGIC and wal_page != (65536 if raw == 1 else raw):
+        doubts.append(f"its page size {wal_page} is not the main file's")
+    shm = _sidecar(copy, "-shm")
+    if shm.exists() and shm.stat().st_size >= 136:
+        with open(shm, "rb") as f:
+            index = f.read(48)
+        # The wal-index header repeats the salts of the WAL it indexes.
+        if int.from_bytes(index[12:16], "little") == 1 and index[40:48] != head[16:24]:
+            doubts.append("its salts are not the ones the shared-memory index records")
+    return doubts
+
+
+def _judge_wal(
+    copy: Path, target: Path, report: RecoveryReport, progress: Progress | None
+) -> RecoveryReport:
+    """Salvage with the copied WAL and, when it may not belong, without it; keep the better."""
+    bare_dir = copy.parent / "without-wal"
+    bare_dir.mkdir()
+    bare = bare_dir / copy.name
+    shutil.copyfile(copy, bare)  # before SQLite folds the WAL into the copy
+    doubts = _wal_doubts(copy)
+    _recover_copy(copy, target, report, progress)
+    if not doubts and report.method == "copy":
+        report.wal = "replayed (its frames fit the main file)"
+        return report
+    alt_target = bare_dir / ("alt-" + target.name)
+    alt = RecoveryReport(
+        source=report.source,
+        target=report.target,
+        report_path=report.report_path,
+        allow_partial=report.allow_partial,
+        source_bundle=dict(report.source_bundle),
+        source_fingerprint=dict(report.source_fingerprint),
+    )
+    try:
+        _recover_copy(bare, alt_target, alt, None)
+    except RecoveryError:
+        report.wal = "replayed (without it the main file could not be read)"
+        return report
+    ours, theirs = _score(report), _score(alt)
+    why = "; ".join(doubts) or "the salvage with it found damage"
+    if theirs > ours:
+        _remove_target(target)
+        os.replace(alt_target, target)
+        alt.wal = f"ignored: {why}; without it the salvage kept more ({theirs} vs {ours})"
+        alt.notes.append("the source's WAL was not replayed: " + alt.wal)
+        return alt
+    _remove_target(alt_target)
+    report.wal = f"replayed: {why}, but with it the salvage kept more ({ours} vs {theirs})"
+    return report
+
+
 def recover(
     source: str | os.PathLike[str],
     target: str | os.PathLike[str],
@@ -1238,47 +1741,19 @@ def recover(
         allow_partial=allow_partial,
     )
     work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=target.parent))
-    src: sqlite3.Connection | None = None
     try:
         copy = _copy_bundle(source, work, report)
-        src = _open_copy(copy, report)
-        made = _source_layout(src, target, report) if src is not None else None
-        if made is None:
-            if src is not None:
-                report.notes.append(
-                    "the source's schema could not be used; its known tables were copied into "
-                    f"a new schema-{schema.SCHEMA_VERSION} store"
-                )
-            made = _fallback_layout(target, src)
-        store, plan = made
-        report.layout = plan.layout
-        expected = schema.SCHEMA_VERSION
-        if plan.layout == "source" and src is not None:
-            with contextlib.suppress(sqlite3.DatabaseError):
-                expected = schema.stored_version(src)
-        try:
-            meta_keys: set[str] = set()
-            store.conn.execute("PRAGMA foreign_keys=OFF")  # rows arrive parents-last
-            if plan.gated:
-                _pause_fts_triggers(store)
-            if src is not None:
-                meta_keys = _copy_tables(src, copy, store, plan, report, progress)
-            report.placeholder_sessions, report.parents_cleared = store.write(_reconcile_orphans)
-            _finish_layout(store, plan, report)
-            store.conn.execute("PRAGMA foreign_keys=ON")
-            report.verification = _verify(store, report, meta_keys, expected)
-        except BaseException:
-            store.close()
-            _remove_target(target)  # half-made and unreported: free the path for a retry
-            raise
-        store.close()
+        wal = _sidecar(copy, "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            report = _judge_wal(copy, target, report, progress)
+        else:
+            _recover_copy(copy, target, report, progress)
     except sqlite3.DatabaseError as exc:
+        _remove_target(target)
         if is_corruption_error(exc):
             raise RecoveryError(f"Recovery stopped on unreadable data: {exc}") from exc
         raise
     finally:
-        if src is not None:
-            src.close()
         shutil.rmtree(work, ignore_errors=True)
     report.duration_s = time.monotonic() - started
     _write_report(report, report_file)
