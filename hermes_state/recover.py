@@ -189,6 +189,7 @@ class RecoveryReport:
     source_readable: bool = True
     header_rewritten: bool = False  # the copy's header was repaired (see header_fixes)
     header_fixes: list[str] = field(default_factory=list)
+    schema_from_pages: bool = False  # sqlite_master unreadable: its rows read off its leaf pages
     method: str = "salvage"  # "copy": a healthy source copied whole; "salvage": read around damage
     search_indexes: str = "rebuilt"  # "rebuilt", or "copied" (healthy source, checked after)
     wal: str = "none"  # none, replayed, ignored: what was done with the source's WAL, and why
@@ -217,7 +218,9 @@ class RecoveryReport:
     @property
     def partial(self) -> bool:
         """Tell whether some source data could not be read or kept."""
-        if not self.source_readable or self.skipped_ranges or self.not_copied:
+        if (not self.source_readable and not self.schema_from_pages) or self.not_copied:
+            return True
+        if self.skipped_ranges or self.lost_and_found.get(salvage.UNATTRIBUTED):
             return True
         for t in self.tables.values():
             if t.status in ("partial", "unreadable") or t.rejected or t.columns_dropped:
@@ -250,9 +253,14 @@ class RecoveryReport:
             return f"Complete: every row the source shows was copied{extra}"
         lost, seen = self.rows_lost()
         unbounded = any(not r.bounded for r in self.skipped_ranges)
+        unattributed = self.lost_and_found.get(salvage.UNATTRIBUTED, 0)
+        lost += unattributed
+        seen += unattributed
         what = f"{lost:,} of {seen:,} rows the source shows were not copied into their tables"
-        if unbounded or not self.source_readable:
+        if unbounded or any(t.unreadable_pages for t in self.tables.values()):
             what += " (plus unreadable pages whose rows cannot be counted)"
+        elif not self.source_readable and not self.schema_from_pages:
+            what += " (the schema is unreadable: tables were found by the shape of their rows)"
         return f"PARTIAL: {what}{aside}"
 
     @property
@@ -279,6 +287,7 @@ class RecoveryReport:
             "source_readable": self.source_readable,
             "header_rewritten": self.header_rewritten,
             "header_fixes": list(self.header_fixes),
+            "schema_from_pages": self.schema_from_pages,
             "method": self.method,
             "search_indexes": self.search_indexes,
             "wal": self.wal,
@@ -903,11 +912,30 @@ def _references(sql: str, names: set[str]) -> set[str]:
     return {n for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", sql)}
 
 
+def _schema_from_pages(copy: Path) -> list[tuple[str, str, str, str]] | None:
+    """Return schema rows read off sqlite_master's surviving leaf pages (page 1 unreadable)."""
+    fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy
+    try:
+        raw = pages.Pages(fd, os.fstat(fd).st_size)
+        found = salvage.schema_records(raw, raw.table_leaves(set()))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
+    rows = sorted(found.items(), key=lambda item: (order[item[1][0]], item[1][2]))
+    return [(kind, name, tbl, sql) for name, (kind, tbl, _root, sql) in rows]
+
+
 def _source_layout(
-    src: sqlite3.Connection, target: Path, report: RecoveryReport
+    src: sqlite3.Connection | None,
+    target: Path,
+    report: RecoveryReport,
+    rows: list[tuple[str, str, str, str]] | None = None,
 ) -> tuple[Store, _Plan] | None:
     """Create the target with the source's own schema; None when the schema is unusable."""
-    rows = _read_schema(src)
+    if rows is None:
+        rows = _read_schema(src) if src is not None else None
     if not rows:
         return None
     tables = {n: sql for t, n, _tb, sql in rows if t == "table"}
@@ -915,22 +943,25 @@ def _source_layout(
         return None
     virtual = {n for n, sql in tables.items() if _VIRTUAL_RE.match(sql)}
     shadow = {n for n in tables if _shadow_of(n, virtual)}
-    try:
-        journal_mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-    except sqlite3.DatabaseError:
-        journal_mode = None
+    journal_mode = None
+    if src is not None:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            journal_mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     store = create_bare_store(
-        target, page_size=_pragma(src, "page_size"), journal_mode=journal_mode
+        target,
+        page_size=_pragma(src, "page_size") if src is not None else None,
+        journal_mode=journal_mode,
     )
     plan = _Plan(layout="source", tables=[])
     for key in ("application_id", "user_version"):
-        value = _pragma(src, key)
+        value = _pragma(src, key) if src is not None else None
         if value:
             plan.header[key] = value
-    with contextlib.suppress(sqlite3.DatabaseError):
-        plan.sequences = {
-            str(n): int(v) for n, v in src.execute("SELECT name, seq FROM sqlite_sequence")
-        }
+    if src is not None:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            plan.sequences = {
+                str(n): int(v) for n, v in src.execute("SELECT name, seq FROM sqlite_sequence")
+            }
     failed: set[str] = set()
 
     def create(name: str, ddl: str) -> bool:
@@ -961,7 +992,7 @@ def _source_layout(
             if _WITHOUT_ROWID_RE.search(sql.strip()):
                 plan.without_rowid.add(name)
     for name in failed & set(tables) - virtual:
-        report.not_copied[name] = _count(src, name)
+        report.not_copied[name] = _count(src, name) if src is not None else None
     for _type, name, _tbl, sql in rows:
         if _type == "index" and sql and not _references(sql, failed):
             create(name, sql)
@@ -1296,6 +1327,8 @@ def _complete_from_pages(
                 copier.flush(batch)
                 batch = []
     copier.flush(batch)
+    if shape.alias is not None:
+        _set_aside_strays(copier, raw, scan, shape, lost, done)
     result.from_pages = sum(1 for r in scan.cells if r in copier.copied_rowids and r not in done)
     result.on_pages -= sum(1 for r in copier.ignored_rowids if r in scan.cells)
     for rowid, page, index in scan.duplicates:
@@ -1312,6 +1345,33 @@ def _complete_from_pages(
             "pages (SQLite's cursor did not return them)"
         )
         copier.report.notes.append(report_note)
+
+
+def _set_aside_strays(
+    copier: _TableCopier,
+    raw: pages.Pages,
+    scan: pages.TreeScan,
+    shape: salvage.Shape,
+    lost: salvage.LostAndFound,
+    done: set[int],
+) -> None:
+    """Move rows SQLite returned under a damaged rowid (outside its page's range) aside."""
+    moved = []
+    for rowid in sorted(scan.strays & done & copier.copied_rowids):
+        page, index = scan.cells[rowid]
+        try:
+            _, fields = raw.cell(page, index)
+        except (ValueError, IndexError, struct.error):
+            continue
+        lost.add(copier.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
+        moved.append((rowid,))
+    if not moved:
+        return
+    table = schema.quote(copier.table)
+    copier.store.write(lambda conn: conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", moved))
+    copier.copied_rowids.difference_update(r for (r,) in moved)
+    copier.result.copied -= len(moved)
+    copier.result.to_lost_and_found += len(moved)
 
 
 def _page_pass(
@@ -1388,7 +1448,7 @@ def _unattached(
             report.deleted_rows_seen += sum(1 for _ in raw.leaf_cells(page))
     targets = set(_target_tables(store))
     candidates = [s for s in shapes.values() if s.table in targets or s.derived]
-    candidates += salvage.fts_shadow_shapes()
+    candidates += salvage.derived_shapes()
     found: dict[str, list[tuple]] = {}
     for page in leaves:
         cells = list(raw.leaf_cells(page))
@@ -1588,6 +1648,15 @@ def _recover_copy(
             plan = _Plan(layout="source", tables=list(report.tables))
         if store is None:
             made = _source_layout(src, target, report) if src is not None else None
+            if made is None and (src is None or _read_schema(src) is None):
+                rows = _schema_from_pages(copy)
+                made = _source_layout(None, target, report, rows) if rows else None
+                if made is not None:
+                    report.schema_from_pages = True
+                    report.notes.append(
+                        "the schema was unreadable; it was read from the leaf pages of "
+                        "sqlite_master that survive, and each table from its own pages"
+                    )
             if made is None:
                 if src is not None:
                     report.notes.append(
@@ -1597,7 +1666,7 @@ def _recover_copy(
                 made = _fallback_layout(target, src)
             store, plan = made
         report.layout = plan.layout
-        expected = schema.SCHEMA_VERSION
+        expected: int | None = schema.SCHEMA_VERSION
         if plan.layout == "source" and src is not None:
             with contextlib.suppress(sqlite3.DatabaseError):
                 expected = schema.stored_version(src)
@@ -1623,6 +1692,8 @@ def _recover_copy(
             lost.flush()
             report.lost_and_found = dict(lost.counts)
             store.conn.execute("PRAGMA foreign_keys=ON")
+            if report.schema_from_pages:
+                expected = schema.stored_version(store.conn)  # whatever version the pages held
             report.verification = _verify(store, report, meta_keys, expected)
         except BaseException:
             store.close()
@@ -1665,6 +1736,18 @@ def _wal_doubts(copy: Path) -> list[str]:
     raw = int.from_bytes(main[16:18], "big")
     if main[:16] == pages.SQLITE_MAGIC and wal_page != (65536 if raw == 1 else raw):
         doubts.append(f"its page size {wal_page} is not the main file's")
+    frames = _wal_frames(wal, head)
+    if frames is not None:
+        db_pages, counter = frames
+        main_pages = copy.stat().st_size // max(512, wal_page)
+        main_counter = int.from_bytes(main[24:28], "big")
+        if db_pages and main_pages > db_pages:
+            doubts.append(
+                f"stale: the main file has {main_pages} pages, more than the WAL's last "
+                f"commit leaves ({db_pages})"
+            )
+        elif counter is not None and main_counter > counter:
+            doubts.append("stale: the main file was changed after the WAL's last commit")
     shm = _sidecar(copy, "-shm")
     if shm.exists() and shm.stat().st_size >= 136:
         with open(shm, "rb") as f:
@@ -1673,6 +1756,32 @@ def _wal_doubts(copy: Path) -> list[str]:
         if int.from_bytes(index[12:16], "little") == 1 and index[40:48] != head[16:24]:
             doubts.append("its salts are not the ones the shared-memory index records")
     return doubts
+
+
+def _wal_frames(wal: Path, head: bytes) -> tuple[int, int | None] | None:
+    """Return (database pages after the WAL's last commit, its page 1 change counter)."""
+    page_size = int.from_bytes(head[8:12], "big")
+    if page_size < 512 or page_size & (page_size - 1):
+        return None
+    salts = head[16:24]
+    db_pages = 0
+    counter: int | None = None
+    pending: int | None = None
+    with open(wal, "rb") as f:  # the private copy
+        f.seek(32)
+        while True:
+            frame = f.read(24 + page_size)
+            if len(frame) < 24 + page_size or frame[8:16] != salts:
+                break  # the end of the frames this WAL header vouches for
+            page = int.from_bytes(frame[0:4], "big")
+            if page == 1:
+                pending = int.from_bytes(frame[24 + 24 : 24 + 28], "big")
+            commit = int.from_bytes(frame[4:8], "big")
+            if commit:
+                db_pages = commit
+                if pending is not None:
+                    counter = pending
+    return db_pages, counter
 
 
 def _judge_wal(
@@ -1704,10 +1813,16 @@ def _judge_wal(
         return report
     ours, theirs = _score(report), _score(alt)
     why = "; ".join(doubts) or "the salvage with it found damage"
-    if theirs > ours:
+    stale = any(d.startswith("stale") for d in doubts)
+    if theirs > ours or (stale and sum(t.copied for t in alt.tables.values())):
+        # A WAL older than its main file would put old page images over newer ones.
         _remove_target(target)
         os.replace(alt_target, target)
-        alt.wal = f"ignored: {why}; without it the salvage kept more ({theirs} vs {ours})"
+        alt.wal = (
+            f"ignored: {why}"
+            if stale
+            else f"ignored: {why}; without it the salvage kept more ({theirs} vs {ours})"
+        )
         alt.notes.append("the source's WAL was not replayed: " + alt.wal)
         return alt
     _remove_target(alt_target)

@@ -145,10 +145,24 @@ def shape_from_sql(table: str, sql: str, *, derived: bool = False) -> Shape | No
     return Shape.from_info(table, info, derived=derived) if info else None
 
 
-def fts_shadow_shapes() -> list[Shape]:
-    """Return the shapes of FTS5 shadow tables (rowid + one blob), so their pages are known."""
+def derived_shapes() -> list[Shape]:
+    """Return shapes of pages that are no table's rows: FTS5 shadow tables, sqlite_master."""
     data = [(0, "id", "INTEGER", 0, None, 1), (1, "block", "BLOB", 0, None, 0)]
-    return [Shape.from_info("(search index)", data, derived=True)]
+    master = [
+        (0, "type", "TEXT", 1, None, 0),
+        (1, "name", "TEXT", 1, None, 0),
+        (2, "tbl_name", "TEXT", 1, None, 0),
+        (3, "rootpage", "INTEGER", 1, None, 0),
+        (4, "sql", "TEXT", 0, None, 0),
+    ]
+    version = [(0, "version", "INTEGER", 1, None, 0)]
+    sequence = [(0, "name", "", 0, None, 0), (1, "seq", "", 0, None, 0)]
+    return [
+        Shape.from_info("(search index)", data, derived=True),
+        Shape.from_info("sqlite_master", master, derived=True),
+        Shape.from_info("schema_version", version, derived=True),
+        Shape.from_info("sqlite_sequence", sequence, derived=True),
+    ]
 
 
 def schema_records(raw: pages.Pages, leaves: Iterable[int]) -> dict[str, tuple[str, str, int, str]]:
