@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hermes_state import values
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import SessionNotFoundError
 from hermes_state.schema import column_names, projection
@@ -327,6 +328,7 @@ def decode_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _decode_in_place(out: dict[str, Any]) -> dict[str, Any]:
+    values.clean_message(out)  # odd values any writer may have left (text timestamps, bytes)
     out["content"] = decode_content(out.get("content"))
     for f in JSON_FIELDS:
         value = out.get(f)

@@ -9,6 +9,7 @@ import sqlite3
 import time
 from typing import Any
 
+from hermes_state import values
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import (
     AmbiguousSessionIdError,
@@ -158,6 +159,7 @@ def get_session(store: Store, session_id: str) -> dict[str, Any] | None:
         return None
     out = {c: None for c in column_names("sessions")}
     out.update(dict(row))
+    values.clean_row(out)
     # Upstream layouts keep prompts content-addressed in a side table.
     if (
         out.get("system_prompt") is None
@@ -413,6 +415,7 @@ def list_sessions(
         raise ValueError(f"order must be 'started' or 'active', not {order!r}")
     live = store.columns("sessions")
     where, params = _source_filters(sources, exclude_sources)
+    where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
     if not include_archived and "archived" in live:
         where.append("s.archived = 0")
     if order == "active" and "last_activity_at" in live:
@@ -424,7 +427,10 @@ def list_sessions(
         + (f" WHERE {' AND '.join(where)}" if where else "")
         + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
     )
-    rows = [dict(r) for r in store.conn.execute(sql, [*params, int(limit), int(offset)])]
+    rows = [
+        values.clean_row(dict(r))
+        for r in store.conn.execute(sql, [*params, int(limit), int(offset)])
+    ]
     msg_cols = store.columns("messages")
     preview_sql = (
         "SELECT content FROM messages WHERE session_id = ? AND role = 'user'"
@@ -443,7 +449,8 @@ def list_sessions(
         trow = store.conn.execute(
             "SELECT MAX(timestamp) FROM messages WHERE session_id = ?", (r["id"],)
         ).fetchone()
-        candidates = [t for t in (trow[0], r.get("last_activity_at")) if t is not None]
+        latest = values.clean_value("timestamp", trow[0])
+        candidates = [t for t in (latest, r.get("last_activity_at")) if t is not None]
         r["last_active"] = max(candidates) if candidates else r["started_at"]
     return rows
 
@@ -466,6 +473,7 @@ def count_sessions(
 ) -> int:
     """Return how many sessions a listing with these filters would page through."""
     where, params = _source_filters(sources, exclude_sources)
+    where.append("s.id IS NOT NULL")  # as list_sessions: rows without an id are not listed
     if not include_archived and "archived" in store.columns("sessions"):
         where.append("s.archived = 0")
     sql = "SELECT COUNT(*) FROM sessions s" + (f" WHERE {' AND '.join(where)}" if where else "")
