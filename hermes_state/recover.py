@@ -220,7 +220,10 @@ class RecoveryReport:
         """Tell whether some source data could not be read or kept."""
         if (not self.source_readable and not self.schema_from_pages) or self.not_copied:
             return True
-        if self.skipped_ranges or self.lost_and_found.get(salvage.UNATTRIBUTED):
+        if self.skipped_ranges:
+            return True
+        if self.lost_and_found.get(salvage.UNATTRIBUTED) and self.schema_incomplete:
+            # With the schema intact, pages no table reaches hold nothing the file still shows.
             return True
         for t in self.tables.values():
             if t.status in ("partial", "unreadable") or t.rejected or t.columns_dropped:
@@ -230,6 +233,11 @@ class RecoveryReport:
             if t.copied < max(t.source_rows or 0, t.on_pages or 0):
                 return True
         return False
+
+    @property
+    def schema_incomplete(self) -> bool:
+        """Tell whether tables may have been missed because the schema was not read whole."""
+        return not self.source_readable or self.schema_from_pages or self.layout == "fallback"
 
     def rows_lost(self) -> tuple[int, int]:
         """Return (rows seen in the source but not in their table, rows seen in all)."""
@@ -252,8 +260,16 @@ class RecoveryReport:
             extra = f" ({kept} rows of unknown standing kept in lost_and_found)" if kept else ""
             return f"Complete: every row the source shows was copied{extra}"
         lost, seen = self.rows_lost()
+        if lost == 0 and not self.skipped_ranges and self.layout == "fallback":
+            return (
+                f"PARTIAL: the source's schema is damaged, so it was rebuilt as a new "
+                f"schema-{schema.SCHEMA_VERSION} store; all {seen:,} rows found were copied, "
+                "but tables whose schema was lost may be missing" + aside
+            )
         unbounded = any(not r.bounded for r in self.skipped_ranges)
-        unattributed = self.lost_and_found.get(salvage.UNATTRIBUTED, 0)
+        unattributed = (
+            self.lost_and_found.get(salvage.UNATTRIBUTED, 0) if self.schema_incomplete else 0
+        )
         lost += unattributed
         seen += unattributed
         what = f"{lost:,} of {seen:,} rows the source shows were not copied into their tables"
@@ -1449,10 +1465,11 @@ def _unattached(
     targets = set(_target_tables(store))
     candidates = [s for s in shapes.values() if s.table in targets or s.derived]
     candidates += salvage.derived_shapes()
+    names = frozenset(shapes) | frozenset(master)
     found: dict[str, list[tuple]] = {}
     for page in leaves:
         cells = list(raw.leaf_cells(page))
-        shape = salvage.choose(candidates, cells)
+        shape = salvage.choose(candidates, cells, names)
         for _i, rowid, fields in cells:
             if fields is None:
                 continue

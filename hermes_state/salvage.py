@@ -79,7 +79,11 @@ class Shape:
         alias = (
             cols.index(pks[0][1]) if len(pks) == 1 and str(pks[0][2]).upper() == "INTEGER" else None
         )
-        required = [i for i, r in enumerate(info) if r[3] and r[4] is None and i != alias]
+        # Present and non-NULL in every row: NOT NULL columns without a default, and the primary
+        # key (SQLite lets a NULL into a non-integer key, but no writer of a store does that).
+        required = [
+            i for i, r in enumerate(info) if ((r[3] and r[4] is None) or r[5]) and i != alias
+        ]
         return cls(
             table,
             cols,
@@ -102,8 +106,8 @@ class Shape:
         for value, aff in zip(fields, self.affinities, strict=False):
             if value is None:
                 continue
-            if aff == "TEXT" and isinstance(value, int | float):
-                return False  # a TEXT column turns every number into text
+            if aff == "TEXT" and isinstance(value, int | float | bytes):
+                return False  # a TEXT column turns numbers into text; writers bind text
             if aff in NUMERIC_AFFINITY and isinstance(value, str):
                 return False  # text that reads as a number would have been stored as one
         return True
@@ -181,8 +185,13 @@ def schema_records(raw: pages.Pages, leaves: Iterable[int]) -> dict[str, tuple[s
     return found
 
 
-def choose(shapes: Sequence[Shape], cells: list[tuple[int, int, list[Any] | None]]) -> Shape | None:
-    """Return the one shape most records of a page fit (None when no shape or a tie)."""
+def choose(
+    shapes: Sequence[Shape],
+    cells: list[tuple[int, int, list[Any] | None]],
+    tables: frozenset[str] = frozenset(),
+) -> Shape | None:
+    """Return the one shape most records of a page fit (None when no shape or a tie); tables
+    (the store's table names) tell sqlite_sequence's rows from look-alikes."""
     votes: Counter[int] = Counter()
     for _i, _rowid, fields in cells:
         if fields is None:
@@ -192,14 +201,20 @@ def choose(shapes: Sequence[Shape], cells: list[tuple[int, int, list[Any] | None
                 votes[k] += 1
     if not votes:
         return None
-    ranked = votes.most_common(2)
-    if len(ranked) > 1 and ranked[0][1] == ranked[1][1]:
-        # Equal votes: prefer the table whose column count matches the records exactly.
+    top = max(votes.values())
+    tied = [k for k, n in votes.items() if n == top]
+    if len(tied) > 1:
+        # Equal votes: prefer the tables whose column count matches the records exactly.
         widths = Counter(len(f) for _i, _r, f in cells if f is not None)
         width = widths.most_common(1)[0][0]
-        exact = [k for k, _n in ranked if len(shapes[k].columns) == width]
-        return shapes[exact[0]] if len(exact) == 1 else None
-    return shapes[ranked[0][0]]
+        tied = [k for k in tied if len(shapes[k].columns) == width] or tied
+        sequence = [k for k in tied if shapes[k].table == "sqlite_sequence"]
+        names = [f[0] for _i, _r, f in cells if f]
+        if sequence and names and all(n in tables for n in names):
+            tied = sequence[:1]
+    if len(tied) == 1 or all(shapes[k].derived for k in tied):
+        return shapes[tied[0]]  # (all derived: an index's or SQLite's own page, not copied)
+    return None
 
 
 def _jsonable(value: Any) -> Any:
