@@ -1417,8 +1417,12 @@ def _page_pass(
                 continue
             scans[name] = raw.walk_table(rec[2])
             _complete_from_pages(copier, raw, scans[name], shapes[name], lost)
-        # Tables of the target that SQLite could not read at all but whose root page is known.
-        for name in _target_tables(store):
+        # Tables of the target that SQLite could not read at all but whose root page is known
+        # (a target in the source's layout takes the source's version row too).
+        wanted = _target_tables(store)
+        if report.layout == "source" and "schema_version" not in copiers:
+            wanted.append("schema_version")
+        for name in wanted:
             rec = master.get(name)
             if name in copiers or rec is None or rec[2] <= 0 or name not in shapes:
                 continue

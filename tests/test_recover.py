@@ -373,11 +373,17 @@ def test_recover_never_brings_back_rows_deleted_before_the_damage(
 
 def sqlite3_cli() -> str | None:
     """Return an sqlite3 shell whose .recover works here (it needs sqlite_dbpage), or None."""
-    cli = os.environ.get("HERMES_TEST_SQLITE3") or shutil.which("sqlite3")
-    if cli is None:
-        return None
-    probe = subprocess.run([cli, ":memory:", ".recover"], capture_output=True, text=True)
-    return cli if probe.returncode == 0 and "error" not in probe.stderr.lower() else None
+    for cli in (
+        os.environ.get("HERMES_TEST_SQLITE3"),
+        str(Path.home() / ".cache/hermes-sqlite/sqlite3-3.52.0/sqlite3"),  # .ci/build-sqlite-shell
+        shutil.which("sqlite3"),
+    ):
+        if not cli or not Path(cli).exists():
+            continue
+        probe = subprocess.run([cli, ":memory:", ".recover"], capture_output=True, text=True)
+        if probe.returncode == 0 and "error" not in probe.stderr.lower():
+            return cli
+    return None
 
 
 @pytest.mark.parametrize(
