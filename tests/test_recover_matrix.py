@@ -21,8 +21,8 @@ from clitools import REPO_ROOT, run
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # bench/ is scripts in the checkout, not a package
 
-from bench import generate as gen  # noqa: E402
-from bench import recover_matrix as matrix  # noqa: E402
+from bench import generate as gen
+from bench import recover_matrix as matrix
 
 MESSAGES = 2000
 # Cases where a salvage cannot be shown complete although every row came back: the schema
