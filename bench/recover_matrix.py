@@ -226,8 +226,8 @@ def nothing(db: Path, rng: random.Random, scratch: Path) -> None:
     """Leave the store as it is."""
 
 
-def flip_rowid(db: Path, rng: random.Random, scratch: Path) -> None:
-    """Flip one bit of one rowid varint in the middle of the messages table."""
+def flip_rowid(db: Path, rng: random.Random, scratch: Path, mask: int = 0x08) -> None:
+    """Flip one bit of one rowid varint a third into the messages table."""
     scan = tree(db, "messages")
     rowids = sorted(scan.cells)
     rowid = rowids[len(rowids) // 3]
@@ -237,7 +237,7 @@ def flip_rowid(db: Path, rng: random.Random, scratch: Path) -> None:
     off = int.from_bytes(data[8 + 2 * index : 10 + 2 * index], "big")
     _, pos = pages.varint(data, off)  # payload size, then the rowid
     # A high bit of the first byte of a two-byte varint, or of a one-byte one.
-    flipped = data[pos] ^ (0x08 if data[pos] & 0x80 else 0x40)
+    flipped = data[pos] ^ (mask if data[pos] & 0x80 else 0x40)
     pwrite(db, (page - 1) * size + pos, bytes([flipped]))
 
 

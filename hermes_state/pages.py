@@ -279,7 +279,7 @@ class TreeScan:
     pages: set[int] = field(default_factory=set)  # every page of the tree that was read
     holes: list[tuple[int, int]] = field(default_factory=list)  # (lo, hi]: rowids under bad pages
     out_of_order: int = 0  # cells whose rowid lies outside the range their parents give
-    strays: set[int] = field(default_factory=set)  # those rowids
+    strays: set[tuple[int, int]] = field(default_factory=set)  # those cells: (page, cell)
     duplicates: list[tuple[int, int, int]] = field(default_factory=list)  # (rowid, page, cell)
     bad_cells: int = 0  # cells whose rowid could not even be read
 
@@ -409,13 +409,18 @@ class Pages:
                     scan.bad_cells += 1
                     continue
                 rowid = signed(rowid)
-                if not lo < rowid <= hi:
+                stray = not lo < rowid <= hi
+                if stray:
                     scan.out_of_order += 1
-                    scan.strays.add(rowid)
-                if rowid in scan.cells:
-                    scan.duplicates.append((rowid, page, i))
-                else:
+                    scan.strays.add((page, i))
+                if rowid not in scan.cells:
                     scan.cells[rowid] = (page, i)
+                elif scan.cells[rowid] in scan.strays and not stray:
+                    # Two cells claim one rowid: the one in its page's range is the row itself.
+                    scan.duplicates.append((rowid, *scan.cells[rowid]))
+                    scan.cells[rowid] = (page, i)
+                else:
+                    scan.duplicates.append((rowid, page, i))
         return scan
 
     def cell(self, page: int, index: int) -> tuple[int, list[Any]]:

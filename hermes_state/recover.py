@@ -568,6 +568,10 @@ class _TableCopier:
         self.copied_rowids: set[int] = set()
         self.rejected_rowids: set[int] = set()
         self.ignored_rowids: set[int] = set()  # left out on purpose (index rebuild markers)
+        # Rows of cells whose rowid is damaged (outside their page's range), by rowid: when
+        # SQLite's cursor returns one of them, it is kept aside instead of copied.
+        self.strays: dict[int, tuple] = {}
+        self.diverted: set[int] = set()
         self.lost = lost
         self.meta_keys: set[str] = set()
         self.title_pos = (
@@ -586,6 +590,8 @@ class _TableCopier:
 
     def flush(self, rows: list[tuple]) -> None:
         """Write rows (rowid first, then the columns) into the target in one transaction."""
+        if self.strays:
+            rows = [r for r in rows if not self._divert(r)]
         dropped = [r[0] for r in rows if not self._keep(r[1:])]
         if dropped:
             self.ignored_rowids.update(dropped)
@@ -621,6 +627,23 @@ class _TableCopier:
             self.meta_keys.update(values[i][self.meta_key] for i in kept)
         if self.progress is not None:
             self.progress(self.table, self.result.copied, self.result.source_rows)
+
+    def _divert(self, row: tuple) -> bool:
+        """Keep a row aside if it is a damaged-rowid cell's; tell whether it was."""
+        values = self.strays.get(row[0])
+        if values is None or tuple(row[1:]) != values:
+            return False
+        del self.strays[row[0]]
+        self.diverted.add(row[0])
+        self.lost.add(
+            self.table,
+            salvage.BAD_ROWID,
+            row[0],
+            None,
+            dict(zip(self.columns, row[1:], strict=True)),
+        )
+        self.result.to_lost_and_found += 1
+        return True
 
     def _insert_one_by_one(
         self, conn: sqlite3.Connection, values: list[tuple]
@@ -1199,6 +1222,16 @@ def _copy_tables(
             if name not in tables and name != "delivery_obligations":
                 report.tables[name] = TableResult(name, None, status="absent")
     copiers: dict[str, _TableCopier] = {}
+    scans: dict[str, pages.TreeScan | None] = {}
+    raw = _raw_pages(copy, report)
+    master = _master(src)
+    shapes: dict[str, salvage.Shape] = {}
+    if raw is not None:
+        if not {"sessions", "messages"} <= set(master):
+            # The schema is damaged: its rows may still sit on leaf pages of sqlite_master.
+            for name, rec in salvage.schema_records(raw, raw.table_leaves(set())).items():
+                master.setdefault(name, rec)
+        shapes = _shapes(src, store, master)
 
     def make_copier(name: str, cols: list[str]) -> _TableCopier:
         result = report.tables.get(name)
@@ -1227,9 +1260,18 @@ def _copy_tables(
             _copy_plain(src, store, result, cols)
             continue
         copier = _TableCopier(src, store, result, cols, report, budget, progress, lost)
+        if raw is not None:
+            scans[name] = _prewalk(raw, master, shapes, name, copier)
         copier.run()
         copiers[name] = copier
-    _page_pass(src, copy, store, report, copiers, make_copier, lost)
+    if raw is not None:
+        try:
+            _page_pass(src, raw, master, shapes, scans, store, report, copiers, make_copier, lost)
+        except (OSError, ValueError) as exc:
+            report.notes.append(f"page-level salvage stopped: {exc}")
+        finally:
+            os.close(raw.fd)
+    lost.flush()
     for copier in copiers.values():
         meta_keys |= copier.meta_keys
     position = {name: i for i, name in enumerate(plan.tables)}
@@ -1320,8 +1362,7 @@ def _complete_from_pages(
     result = copier.result
     result.on_pages = scan.count
     result.unreadable_cells += scan.bad_cells
-    bounds = scan.strays
-    done = copier.copied_rowids | copier.rejected_rowids | copier.ignored_rowids
+    done = copier.copied_rowids | copier.rejected_rowids | copier.ignored_rowids | copier.diverted
     batch: list[tuple] = []
     for rowid in sorted(r for r in scan.cells if r not in done):
         page, index = scan.cells[rowid]
@@ -1333,7 +1374,7 @@ def _complete_from_pages(
         if not shape.fits(fields):
             lost.add(copier.table, salvage.MISFIT, rowid, page, fields)
             result.to_lost_and_found += 1
-        elif rowid in bounds and shape.alias is not None:
+        elif (page, index) in scan.strays and shape.alias is not None:
             # The rowid is the row's identity (messages.id): a damaged one would be a wrong row.
             lost.add(copier.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
             result.to_lost_and_found += 1
@@ -1343,11 +1384,11 @@ def _complete_from_pages(
                 copier.flush(batch)
                 batch = []
     copier.flush(batch)
-    if shape.alias is not None:
-        _set_aside_strays(copier, raw, scan, shape, lost, done)
     result.from_pages = sum(1 for r in scan.cells if r in copier.copied_rowids and r not in done)
     result.on_pages -= sum(1 for r in copier.ignored_rowids if r in scan.cells)
     for rowid, page, index in scan.duplicates:
+        if rowid in copier.diverted and (page, index) in scan.strays:
+            continue  # already kept aside when SQLite's cursor returned it
         try:
             _, fields = raw.cell(page, index)
         except (ValueError, IndexError, struct.error):
@@ -1363,36 +1404,49 @@ def _complete_from_pages(
         copier.report.notes.append(report_note)
 
 
-def _set_aside_strays(
-    copier: _TableCopier,
+def _raw_pages(copy: Path, report: RecoveryReport) -> pages.Pages | None:
+    """Open the work copy's raw pages (the caller closes .fd); None when they cannot be read."""
+    fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy: no live locks to lose
+    try:
+        return pages.Pages(fd, os.fstat(fd).st_size)
+    except (OSError, ValueError) as exc:
+        os.close(fd)
+        report.notes.append(f"page-level salvage skipped: {exc}")
+        return None
+
+
+def _prewalk(
     raw: pages.Pages,
-    scan: pages.TreeScan,
-    shape: salvage.Shape,
-    lost: salvage.LostAndFound,
-    done: set[int],
-) -> None:
-    """Move rows SQLite returned under a damaged rowid (outside its page's range) aside."""
-    moved = []
-    for rowid in sorted(scan.strays & done & copier.copied_rowids):
-        page, index = scan.cells[rowid]
+    master: dict[str, tuple[str, str, int, str]],
+    shapes: dict[str, salvage.Shape],
+    name: str,
+    copier: _TableCopier,
+) -> pages.TreeScan | None:
+    """Walk a table's b-tree before it is copied, so rows under damaged rowids are known."""
+    rec = master.get(name)
+    if rec is None or rec[2] <= 0 or name not in shapes:
+        return None
+    scan = raw.walk_table(rec[2])
+    shape = shapes[name]
+    if shape.alias is None:
+        return scan  # the rowid is not the row's identity: a damaged one changes no value
+    for page, index in scan.strays:
         try:
-            _, fields = raw.cell(page, index)
+            rowid, fields = raw.cell(page, index)
         except (ValueError, IndexError, struct.error):
             continue
-        lost.add(copier.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
-        moved.append((rowid,))
-    if not moved:
-        return
-    table = schema.quote(copier.table)
-    copier.store.write(lambda conn: conn.executemany(f"DELETE FROM {table} WHERE rowid = ?", moved))
-    copier.copied_rowids.difference_update(r for (r,) in moved)
-    copier.result.copied -= len(moved)
-    copier.result.to_lost_and_found += len(moved)
+        if shape.fits(fields):
+            values = shape.row(rowid, fields)
+            copier.strays[rowid] = tuple(values.get(c) for c in copier.columns)
+    return scan
 
 
 def _page_pass(
     src: sqlite3.Connection | None,
-    copy: Path,
+    raw: pages.Pages,
+    master: dict[str, tuple[str, str, int, str]],
+    shapes: dict[str, salvage.Shape],
+    prewalked: dict[str, pages.TreeScan | None],
     store: Store,
     report: RecoveryReport,
     copiers: dict[str, _TableCopier],
@@ -1401,44 +1455,30 @@ def _page_pass(
 ) -> None:
     """Check each table against its leaf pages, read what SQLite missed, and read the leaf pages
     no b-tree reaches (by the shape of their records)."""
-    fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy: no live locks to lose
-    try:
-        raw = pages.Pages(fd, os.fstat(fd).st_size)
-        master = _master(src)
-        if not {"sessions", "messages"} <= set(master):
-            # The schema is damaged: its rows may still sit on leaf pages of sqlite_master.
-            for name, rec in salvage.schema_records(raw, raw.table_leaves(set())).items():
-                master.setdefault(name, rec)
-        shapes = _shapes(src, store, master)
-        scans: dict[str, pages.TreeScan] = {}
-        for name, copier in copiers.items():
-            rec = master.get(name)
-            if rec is None or rec[2] <= 0 or name not in shapes:
-                continue
-            scans[name] = raw.walk_table(rec[2])
-            _complete_from_pages(copier, raw, scans[name], shapes[name], lost)
-        # Tables of the target that SQLite could not read at all but whose root page is known
-        # (a target in the source's layout takes the source's version row too).
-        wanted = _target_tables(store)
-        if report.layout == "source" and "schema_version" not in copiers:
-            wanted.append("schema_version")
-        for name in wanted:
-            rec = master.get(name)
-            if name in copiers or rec is None or rec[2] <= 0 or name not in shapes:
-                continue
-            shape = shapes[name]
-            copier = make_copier(name, [c for c in store.columns(name) if c in shape.columns])
-            copiers[name] = copier
-            scans[name] = raw.walk_table(rec[2])
-            _complete_from_pages(copier, raw, scans[name], shape, lost)
-        _unattached(raw, master, shapes, scans, copiers, make_copier, store, report, lost)
-        for name, scan in scans.items():
-            _report_holes(copiers[name], scan, report)
-    except (OSError, ValueError) as exc:
-        report.notes.append(f"page-level salvage stopped: {exc}")
-    finally:
-        os.close(fd)
-    lost.flush()
+    scans: dict[str, pages.TreeScan] = {}
+    for name, copier in copiers.items():
+        scan = prewalked.get(name)
+        if scan is None:
+            continue
+        scans[name] = scan
+        _complete_from_pages(copier, raw, scan, shapes[name], lost)
+    # Tables of the target that SQLite could not read at all but whose root page is known
+    # (a target in the source's layout takes the source's version row too).
+    wanted = _target_tables(store)
+    if report.layout == "source" and "schema_version" not in copiers:
+        wanted.append("schema_version")
+    for name in wanted:
+        rec = master.get(name)
+        if name in copiers or rec is None or rec[2] <= 0 or name not in shapes:
+            continue
+        shape = shapes[name]
+        copier = make_copier(name, [c for c in store.columns(name) if c in shape.columns])
+        copiers[name] = copier
+        scans[name] = raw.walk_table(rec[2])
+        _complete_from_pages(copier, raw, scans[name], shape, lost)
+    _unattached(raw, master, shapes, scans, copiers, make_copier, store, report, lost)
+    for name, scan in scans.items():
+        _report_holes(copiers[name], scan, report)
 
 
 def _unattached(
