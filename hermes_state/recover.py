@@ -34,6 +34,7 @@ import sqlite3
 import stat
 import struct
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -1131,10 +1132,40 @@ def _verify(
     """Check the finished target: integrity, foreign keys, FTS, schema version, counts."""
     conn = store.conn
     v = Verification(expected_schema_version=expected_version)
-    v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
-    v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
+    # The search-index checks take most of the time: they run on a second connection, beside
+    # the b-tree checks (sqlite3 releases the GIL while SQLite works).
+    # The largest index (the substring one, when there is one) is checked on its own connection
+    # while this one checks the b-trees and the other indexes.
+    fts_tables = fts.fts5_tables(conn)
+    alone = {fts.TRIGRAM_TABLE} & set(fts_tables)
+    found: list[list[str] | BaseException] = []
+
+    def check_alone() -> None:
+        other = sqlite3.connect(store.path, isolation_level=None, timeout=60)
+        try:
+            found.append([str(p) for p in fts.integrity_check(other, tables=alone, row_sets=False)])
+        except BaseException as exc:
+            found.append(exc)
+        finally:
+            other.close()
+
+    worker = threading.Thread(target=check_alone, name="recover-fts-check") if alone else None
+    if worker is not None:
+        worker.start()
+    try:
+        v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+        v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
+        rest = set(fts_tables) - alone
+        problems = fts.integrity_check(conn, tables=rest) + cjk.integrity_problems(conn)
+    finally:
+        if worker is not None:
+            worker.join()
+    for item in found:
+        if isinstance(item, BaseException):
+            raise item
+        problems.extend(item)
     v.fts_checked = True
-    v.fts_problems = [str(p) for p in fts.integrity_check(conn) + cjk.integrity_problems(conn)]
+    v.fts_problems = [str(p) for p in problems]
     v.schema_version = schema.stored_version(conn)
     for name, t in report.tables.items():
         if t.status == "absent":
@@ -1623,15 +1654,13 @@ def _remove_target(target: Path) -> None:
 
 
 def _healthy(src: sqlite3.Connection, report: RecoveryReport) -> bool:
-    """Tell whether the copy can be copied whole: intact header, b-trees and schema, no rebuild
-    in progress (SQLite's quick_check reads every page and checks every b-tree's order)."""
+    """Tell whether the copy may be copied whole: intact header and schema, no index rebuild in
+    progress (its b-trees are checked by _quick_check while the copy runs)."""
     if report.header_fixes or report.writable_schema:
         return False
     try:
         tables = _source_tables(src)
         if not {"sessions", "messages", "schema_version"} <= set(tables):
-            return False
-        if [r[0] for r in src.execute("PRAGMA quick_check")] != ["ok"]:
             return False
         if "state_meta" in tables:
             marks = ", ".join("?" * len(REBUILD_META_KEYS))
@@ -1645,19 +1674,48 @@ def _healthy(src: sqlite3.Connection, report: RecoveryReport) -> bool:
     return True
 
 
+def _quick_check(copy: Path, out: list[bool]) -> None:
+    """Append whether SQLite's quick_check passes on the copy (every page read, every b-tree's
+    order checked): the condition for copying it whole."""
+    conn = sqlite3.connect(f"{copy.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        out.append([r[0] for r in conn.execute("PRAGMA quick_check")] == ["ok"])
+    except sqlite3.DatabaseError:
+        out.append(False)
+    finally:
+        conn.close()
+
+
 def _copy_whole(
-    src: sqlite3.Connection, target: Path, report: RecoveryReport, progress: Progress | None
-) -> Store:
-    """Copy a healthy source into the target with VACUUM INTO, minus the runtime ledger."""
+    copy: Path,
+    src: sqlite3.Connection,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+) -> Store | None:
+    """Copy a healthy source into the target with VACUUM INTO, minus the runtime ledger; None
+    (and no target) when the copy's b-trees turn out damaged."""
     try:
         mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     except sqlite3.DatabaseError:
         mode = "delete"
     store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
     try:
-        src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
-        src.execute("VACUUM INTO ?", (str(target),))
-        src.execute("PRAGMA query_only=ON")
+        healthy: list[bool] = []
+        checker = threading.Thread(target=_quick_check, args=(copy, healthy), name="quick-check")
+        checker.start()  # beside the copy: both read every page, on two cores
+        try:
+            src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
+            src.execute("VACUUM INTO ?", (str(target),))
+            src.execute("PRAGMA query_only=ON")
+        except sqlite3.DatabaseError:
+            healthy.append(False)
+        finally:
+            checker.join()
+        if not all(healthy):
+            store.close()
+            _remove_target(target)
+            return None
         tables = _source_tables(src)
         report.method = "copy"
         report.search_indexes = "copied"
@@ -1705,8 +1763,14 @@ def _recover_copy(
         store: Store | None = None
         plan: _Plan | None = None
         if src is not None and _healthy(src, report):
-            store = _copy_whole(src, target, report, progress)
-            plan = _Plan(layout="source", tables=list(report.tables))
+            store = _copy_whole(copy, src, target, report, progress)
+            if store is None:
+                report.method = "salvage"
+                report.search_indexes = "rebuilt"
+                report.tables.clear()
+                report.excluded.clear()
+            else:
+                plan = _Plan(layout="source", tables=list(report.tables))
         if store is None:
             made = _source_layout(src, target, report) if src is not None else None
             if made is None and (src is None or _read_schema(src) is None):
