@@ -1604,17 +1604,16 @@ def _non_btree_pages(raw: pages.Pages, reach: set[int]) -> set[int]:
 
 def _report_holes(copier: _TableCopier, scan: pages.TreeScan, report: RecoveryReport) -> None:
     """Report the parts of a table's b-tree that could not be read and were not made up for."""
-    rowids = copier.copied_rowids
     if not scan.holes:
         return
-    known = sorted(rowids | set(scan.cells))
+    copied = sorted(copier.copied_rowids)
+    known = sorted(copier.copied_rowids | set(scan.cells))
+    mine = [r for r in report.skipped_ranges if r.table == copier.table]
     for lo, hi in scan.holes:
-        if any(
-            r.table == copier.table and r.first_rowid <= hi and r.last_rowid > lo
-            for r in report.skipped_ranges
-        ):
+        if any(r.first_rowid <= hi and r.last_rowid > lo for r in mine):
             continue  # already reported by the range reads
-        if any(lo < r <= hi for r in rowids):
+        at = bisect.bisect_right(copied, lo)
+        if at < len(copied) and copied[at] <= hi:
             continue  # rows of that subtree came back from pages cut off from it
         first = max(lo + 1, known[0] if known else lo + 1)
         last = min(hi, known[-1] if known else hi)
