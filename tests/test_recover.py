@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import os
 import shutil
 import sqlite3
@@ -496,7 +497,7 @@ def _apply(step: Callable[..., None], db: Path, tmp_path: Path) -> None:
     """Run one of the damage matrix's steps on a store."""
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
-    step(db, __import__("random").Random(3), scratch)
+    step(db, random.Random(3), scratch)
 
 
 @pytest.mark.parametrize(
