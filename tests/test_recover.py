@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
-import random
 import os
+import random
 import shutil
 import sqlite3
 import subprocess
