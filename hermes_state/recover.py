@@ -1720,7 +1720,7 @@ def _copy_whole(
         report.search_indexes = "copied"
         for name in schema.LEDGER_TABLES:
             report.excluded[name] = _count(src, name) if name in tables else None
-        for name in (*[t for t in FIRST_TABLES if t in tables], *sorted(tables)):
+        for name in (*[t for t in FIRST_TABLES if t in tables], *tables):
             if name in report.tables or _is_derived(name, tables) or name in schema.LEDGER_TABLES:
                 continue
             n = _count(src, name)
