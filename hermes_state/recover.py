@@ -1127,45 +1127,30 @@ def _finish_layout(store: Store, plan: _Plan, report: RecoveryReport) -> None:
 
 
 def _verify(
-    store: Store, report: RecoveryReport, meta_keys: set[str], expected_version: int | None
+    store: Store,
+    report: RecoveryReport,
+    meta_keys: set[str],
+    expected_version: int | None,
+    index_check: _IndexCheck | None = None,
 ) -> Verification:
     """Check the finished target: integrity, foreign keys, FTS, schema version, counts."""
     conn = store.conn
     v = Verification(expected_schema_version=expected_version)
     # The search-index checks take most of the time: they run on a second connection, beside
     # the b-tree checks (sqlite3 releases the GIL while SQLite works).
-    # The largest index (the substring one, when there is one) is checked on its own connection
-    # while this one checks the b-trees and the other indexes.
-    fts_tables = fts.fts5_tables(conn)
-    alone = {fts.TRIGRAM_TABLE} & set(fts_tables)
-    found: list[list[str] | BaseException] = []
-
-    def check_alone() -> None:
-        other = sqlite3.connect(store.path, isolation_level=None, timeout=60)
-        try:
-            found.append([str(p) for p in fts.integrity_check(other, tables=alone, row_sets=False)])
-        except BaseException as exc:
-            found.append(exc)
-        finally:
-            other.close()
-
-    worker = threading.Thread(target=check_alone, name="recover-fts-check") if alone else None
-    if worker is not None:
-        worker.start()
+    # FTS5's own checks (the slowest part; each is a write statement, so one at a time) run on
+    # a second connection while this one checks the b-trees and the indexes' row sets.
+    if index_check is None:
+        index_check = _IndexCheck(store.path)
     try:
         v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
         v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
-        rest = set(fts_tables) - alone
-        problems = fts.integrity_check(conn, tables=rest) + cjk.integrity_problems(conn)
+        problems = fts.integrity_check(conn, tables=()) + cjk.integrity_problems(conn)
     finally:
-        if worker is not None:
-            worker.join()
-    for item in found:
-        if isinstance(item, BaseException):
-            raise item
-        problems.extend(item)
+        problems_of_indexes = index_check.problems()
+    problems.extend(problems_of_indexes)
     v.fts_checked = True
-    v.fts_problems = [str(p) for p in problems]
+    v.fts_problems = list(dict.fromkeys(str(p) for p in problems))
     v.schema_version = schema.stored_version(conn)
     for name, t in report.tables.items():
         if t.status == "absent":
@@ -1673,6 +1658,37 @@ def _healthy(src: sqlite3.Connection, report: RecoveryReport) -> bool:
     return True
 
 
+class _IndexCheck:
+    """FTS5's integrity checks of a healthy source copy, run in a thread during the copy.
+
+    VACUUM INTO copies the indexes' shadow tables row for row, so the copy's deep checks (each
+    index against the messages it covers) hold for the target too; the target's own b-trees
+    and the indexes' row sets are checked on the target itself.
+    """
+
+    def __init__(self, copy: Path) -> None:
+        self.copy = copy
+        self.result: list[str] | BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="recover-fts-check")
+        self.thread.start()
+
+    def _run(self) -> None:
+        conn = sqlite3.connect(self.copy, isolation_level=None, timeout=600)
+        try:
+            self.result = [str(p) for p in fts.integrity_check(conn, row_sets=False)]
+        except BaseException as exc:
+            self.result = exc
+        finally:
+            conn.close()
+
+    def problems(self) -> list[str]:
+        """Wait for the checks and return the problems they found."""
+        self.thread.join()
+        if isinstance(self.result, BaseException):
+            raise self.result
+        return list(self.result or [])
+
+
 def _quick_check(copy: Path, out: list[bool]) -> None:
     """Append whether SQLite's quick_check passes on the copy (every page read, every b-tree's
     order checked): the condition for copying it whole."""
@@ -1691,14 +1707,16 @@ def _copy_whole(
     target: Path,
     report: RecoveryReport,
     progress: Progress | None,
-) -> Store | None:
-    """Copy a healthy source into the target with VACUUM INTO, minus the runtime ledger; None
-    (and no target) when the copy's b-trees turn out damaged."""
+) -> tuple[Store, _IndexCheck] | None:
+    """Copy a healthy source into the target with VACUUM INTO, minus the runtime ledger, with
+    the search indexes' checks running meanwhile; None (and no target) when the copy's b-trees
+    turn out damaged."""
     try:
         mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     except sqlite3.DatabaseError:
         mode = "delete"
     store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
+    check = _IndexCheck(copy)
     try:
         healthy: list[bool] = []
         checker = threading.Thread(target=_quick_check, args=(copy, healthy), name="quick-check")
@@ -1712,6 +1730,7 @@ def _copy_whole(
         finally:
             checker.join()
         if not all(healthy):
+            check.problems()  # let it finish before the copy's files go
             store.close()
             _remove_target(target)
             return None
@@ -1747,10 +1766,12 @@ def _copy_whole(
             store.conn.execute("PRAGMA journal_mode=WAL")
             store.journal_mode = "wal"
     except BaseException:
+        with contextlib.suppress(BaseException):
+            check.problems()
         store.close()
         _remove_target(target)
         raise
-    return store
+    return store, check
 
 
 def _recover_copy(
@@ -1761,14 +1782,16 @@ def _recover_copy(
     try:
         store: Store | None = None
         plan: _Plan | None = None
+        index_check: _IndexCheck | None = None
         if src is not None and _healthy(src, report):
-            store = _copy_whole(copy, src, target, report, progress)
-            if store is None:
+            whole = _copy_whole(copy, src, target, report, progress)
+            if whole is None:
                 report.method = "salvage"
                 report.search_indexes = "rebuilt"
                 report.tables.clear()
                 report.excluded.clear()
             else:
+                store, index_check = whole
                 plan = _Plan(layout="source", tables=list(report.tables))
         if store is None:
             made = _source_layout(src, target, report) if src is not None else None
@@ -1818,8 +1841,14 @@ def _recover_copy(
             store.conn.execute("PRAGMA foreign_keys=ON")
             if report.schema_from_pages:
                 expected = schema.stored_version(store.conn)  # whatever version the pages held
-            report.verification = _verify(store, report, meta_keys, expected)
+            if index_check is not None and report.lost_and_found.get(salvage.INVALID):
+                index_check.problems()
+                index_check = None  # rows were moved out of the copy: check the target itself
+            report.verification = _verify(store, report, meta_keys, expected, index_check)
         except BaseException:
+            if index_check is not None:
+                with contextlib.suppress(BaseException):
+                    index_check.problems()
             store.close()
             _remove_target(target)  # half-made and unreported: free the path for a retry
             raise
