@@ -1681,6 +1681,10 @@ class _IndexCheck:
         finally:
             conn.close()
 
+    def wait(self) -> None:
+        """Wait for the checks to end, whatever they found."""
+        self.thread.join()
+
     def problems(self) -> list[str]:
         """Wait for the checks and return the problems they found."""
         self.thread.join()
@@ -1730,7 +1734,7 @@ def _copy_whole(
         finally:
             checker.join()
         if not all(healthy):
-            check.problems()  # let it finish before the copy's files go
+            check.wait()  # let it finish before the copy's files go
             store.close()
             _remove_target(target)
             return None
@@ -1766,8 +1770,7 @@ def _copy_whole(
             store.conn.execute("PRAGMA journal_mode=WAL")
             store.journal_mode = "wal"
     except BaseException:
-        with contextlib.suppress(BaseException):
-            check.problems()
+        check.wait()
         store.close()
         _remove_target(target)
         raise
@@ -1842,13 +1845,12 @@ def _recover_copy(
             if report.schema_from_pages:
                 expected = schema.stored_version(store.conn)  # whatever version the pages held
             if index_check is not None and report.lost_and_found.get(salvage.INVALID):
-                index_check.problems()
+                index_check.wait()
                 index_check = None  # rows were moved out of the copy: check the target itself
             report.verification = _verify(store, report, meta_keys, expected, index_check)
         except BaseException:
             if index_check is not None:
-                with contextlib.suppress(BaseException):
-                    index_check.problems()
+                index_check.wait()
             store.close()
             _remove_target(target)  # half-made and unreported: free the path for a retry
             raise
