@@ -1640,8 +1640,8 @@ def _remove_target(target: Path) -> None:
 def _healthy(src: sqlite3.Connection, report: RecoveryReport) -> bool:
     """Tell whether the copy may be copied whole: intact header and schema, no index rebuild in
     progress (its b-trees are checked by _quick_check while the copy runs)."""
-    if report.header_fixes or report.writable_schema:
-        return False
+    if report.writable_schema:
+        return False  # (a repaired header is fine: the b-trees are checked during the copy)
     try:
         tables = _source_tables(src)
         if not {"sessions", "messages", "schema_version"} <= set(tables):
@@ -1669,11 +1669,19 @@ class _IndexCheck:
     def __init__(self, copy: Path) -> None:
         self.copy = copy
         self.result: list[str] | BaseException | None = None
+        self.conn: sqlite3.Connection | None = None
+        self.ready = threading.Event()
         self.thread = threading.Thread(target=self._run, name="recover-fts-check")
         self.thread.start()
 
     def _run(self) -> None:
-        conn = sqlite3.connect(self.copy, isolation_level=None, timeout=600)
+        try:
+            conn = self.conn = sqlite3.connect(self.copy, isolation_level=None, timeout=600)
+        except BaseException as exc:
+            self.result = exc
+            return
+        finally:
+            self.ready.set()
         try:
             self.result = [str(p) for p in fts.integrity_check(conn, row_sets=False)]
         except BaseException as exc:
@@ -1683,6 +1691,14 @@ class _IndexCheck:
 
     def wait(self) -> None:
         """Wait for the checks to end, whatever they found."""
+        self.thread.join()
+
+    def cancel(self) -> None:
+        """Stop the checks (their result is not wanted) and wait for the thread."""
+        self.ready.wait()
+        if self.conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.interrupt()
         self.thread.join()
 
     def problems(self) -> list[str]:
@@ -1734,7 +1750,7 @@ def _copy_whole(
         finally:
             checker.join()
         if not all(healthy):
-            check.wait()  # let it finish before the copy's files go
+            check.cancel()  # a damaged copy is salvaged instead: its checks are moot
             store.close()
             _remove_target(target)
             return None
@@ -1770,7 +1786,7 @@ def _copy_whole(
             store.conn.execute("PRAGMA journal_mode=WAL")
             store.journal_mode = "wal"
     except BaseException:
-        check.wait()
+        check.cancel()
         store.close()
         _remove_target(target)
         raise
