@@ -486,13 +486,23 @@ class Pages:
             raise ValueError("record header runs past its payload")
         types = []
         while pos < header_size:
-            serial, pos = varint(payload, pos)
-            types.append(serial)
+            byte = payload[pos]
+            if byte < 0x80:  # most serial types fit one byte
+                types.append(byte)
+                pos += 1
+            else:
+                serial, pos = varint(payload, pos)
+                types.append(serial)
         body = header_size
         fields: list[Any] = []
         widths = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
         for serial in types:
-            if serial == 0:
+            if serial >= 12:
+                n = (serial - 12) >> 1
+                raw = payload[body : body + n]
+                fields.append(raw.decode(self.encoding, "replace") if serial & 1 else raw)
+                body += n
+            elif serial == 0:
                 fields.append(None)
             elif serial in widths:
                 n = widths[serial]
@@ -503,11 +513,6 @@ class Pages:
                 body += 8
             elif serial in (8, 9):
                 fields.append(serial - 8)
-            elif serial >= 12:
-                n = (serial - 12) // 2
-                raw = payload[body : body + n]
-                fields.append(raw.decode(self.encoding, "replace") if serial % 2 else raw)
-                body += n
             else:
                 raise ValueError("reserved serial type")
         if body != len(payload):

@@ -32,6 +32,7 @@ LOST_AND_FOUND_DDL = (
     ")"
 )
 SCHEMA_TYPES = ("table", "index", "view", "trigger")
+VOTERS = 8  # records of a page that vote on its table (one page holds one table's rows)
 NUMERIC_AFFINITY = ("INTEGER", "REAL", "NUMERIC")
 
 # Reasons a row is kept aside; the first group means a row of a known table was not copied.
@@ -173,6 +174,9 @@ def schema_records(raw: pages.Pages, leaves: Iterable[int]) -> dict[str, tuple[s
     """Find sqlite_master rows on table leaf pages: {name: (type, tbl_name, rootpage, sql)}."""
     found: dict[str, tuple[str, str, int, str]] = {}
     for page in leaves:
+        data = raw.read(page)
+        if b"CREATE " not in data and b"sqlite_autoindex" not in data:
+            continue  # (the cheap test: a schema page holds CREATE statements)
         for _i, _rowid, fields in raw.leaf_cells(page):
             if fields is None or len(fields) != 5 or fields[0] not in SCHEMA_TYPES:
                 continue
@@ -193,7 +197,8 @@ def choose(
     """Return the one shape most records of a page fit (None when no shape or a tie); tables
     (the store's table names) tell sqlite_sequence's rows from look-alikes."""
     votes: Counter[int] = Counter()
-    for _i, _rowid, fields in cells:
+    sample = [c for c in cells if c[2] is not None][:VOTERS]
+    for _i, _rowid, fields in sample:
         if fields is None:
             continue
         for k, shape in enumerate(shapes):
@@ -205,11 +210,11 @@ def choose(
     tied = [k for k, n in votes.items() if n == top]
     if len(tied) > 1:
         # Equal votes: prefer the tables whose column count matches the records exactly.
-        widths = Counter(len(f) for _i, _r, f in cells if f is not None)
+        widths = Counter(len(f) for _i, _r, f in sample if f is not None)
         width = widths.most_common(1)[0][0]
         tied = [k for k in tied if len(shapes[k].columns) == width] or tied
         sequence = [k for k in tied if shapes[k].table == "sqlite_sequence"]
-        names = [f[0] for _i, _r, f in cells if f]
+        names = [f[0] for _i, _r, f in sample if f]
         if sequence and names and all(n in tables for n in names):
             tied = sequence[:1]
     if len(tied) == 1 or all(shapes[k].derived for k in tied):
