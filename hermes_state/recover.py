@@ -36,7 +36,7 @@ import struct
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1142,10 +1142,13 @@ def _verify(
     # a second connection while this one checks the b-trees and the indexes' row sets.
     if index_check is None:
         index_check = _IndexCheck(store.path)
+    rest: Collection[str] = ()  # the FTS5 tables the index check does not cover
+    if index_check.tables is not None:
+        rest = set(fts.fts5_tables(conn)) - set(index_check.tables)
     try:
         v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
         v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
-        problems = fts.integrity_check(conn, tables=()) + cjk.integrity_problems(conn)
+        problems = fts.integrity_check(conn, tables=rest) + cjk.integrity_problems(conn)
     finally:
         problems_of_indexes = index_check.problems()
     problems.extend(problems_of_indexes)
@@ -1666,8 +1669,9 @@ class _IndexCheck:
     and the indexes' row sets are checked on the target itself.
     """
 
-    def __init__(self, copy: Path) -> None:
+    def __init__(self, copy: Path, tables: Collection[str] | None = None) -> None:
         self.copy = copy
+        self.tables = tables  # the FTS5 tables checked here (None: all of them)
         self.result: list[str] | BaseException | None = None
         self.conn: sqlite3.Connection | None = None
         self.ready = threading.Event()
@@ -1683,7 +1687,8 @@ class _IndexCheck:
         finally:
             self.ready.set()
         try:
-            self.result = [str(p) for p in fts.integrity_check(conn, row_sets=False)]
+            found = fts.integrity_check(conn, tables=self.tables, row_sets=False)
+            self.result = [str(p) for p in found]
         except BaseException as exc:
             self.result = exc
         finally:
@@ -1735,22 +1740,22 @@ def _copy_whole(
         mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     except sqlite3.DatabaseError:
         mode = "delete"
+    healthy: list[bool] = []
+    _quick_check(copy, healthy)  # first: a damaged copy is salvaged, not copied whole
+    if not all(healthy):
+        return None
     store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
-    check = _IndexCheck(copy)
+    # The largest index is checked on the copy beside VACUUM INTO, on the other core; the
+    # others on the target afterwards (FTS5 checks are write statements: one per file at once).
+    largest = {fts.TRIGRAM_TABLE} & set(fts.fts5_tables(src))
+    check = _IndexCheck(copy, largest or None)
     try:
-        healthy: list[bool] = []
-        checker = threading.Thread(target=_quick_check, args=(copy, healthy), name="quick-check")
-        checker.start()  # beside the copy: both read every page, on two cores
         try:
             src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
             src.execute("VACUUM INTO ?", (str(target),))
             src.execute("PRAGMA query_only=ON")
         except sqlite3.DatabaseError:
-            healthy.append(False)
-        finally:
-            checker.join()
-        if not all(healthy):
-            check.cancel()  # a damaged copy is salvaged instead: its checks are moot
+            check.cancel()  # damage quick_check does not see: salvage instead
             store.close()
             _remove_target(target)
             return None
