@@ -1799,7 +1799,11 @@ def _copy_whole(
 
 
 def _recover_copy(
-    copy: Path, target: Path, report: RecoveryReport, progress: Progress | None
+    copy: Path,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+    copy_whole: bool = True,
 ) -> None:
     """Salvage the work copy into the target and verify it (the core of recover())."""
     src = _open_copy(copy, report)
@@ -1807,7 +1811,7 @@ def _recover_copy(
         store: Store | None = None
         plan: _Plan | None = None
         index_check: _IndexCheck | None = None
-        if src is not None and _healthy(src, report):
+        if copy_whole and src is not None and _healthy(src, report):
             whole = _copy_whole(copy, src, target, report, progress)
             if whole is None:
                 report.method = "salvage"
@@ -1961,7 +1965,11 @@ def _wal_frames(wal: Path, head: bytes) -> tuple[int, int | None] | None:
 
 
 def _judge_wal(
-    copy: Path, target: Path, report: RecoveryReport, progress: Progress | None
+    copy: Path,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+    copy_whole: bool = True,
 ) -> RecoveryReport:
     """Salvage with the copied WAL and, when it may not belong, without it; keep the better."""
     bare_dir = copy.parent / "without-wal"
@@ -1969,8 +1977,8 @@ def _judge_wal(
     bare = bare_dir / copy.name
     shutil.copyfile(copy, bare)  # before SQLite folds the WAL into the copy
     doubts = _wal_doubts(copy)
-    _recover_copy(copy, target, report, progress)
-    if not doubts and report.method == "copy":
+    _recover_copy(copy, target, report, progress, copy_whole)
+    if not doubts and (report.method == "copy" or not copy_whole):
         report.wal = "replayed (its frames fit the main file)"
         return report
     alt_target = bare_dir / ("alt-" + target.name)
@@ -1983,7 +1991,7 @@ def _judge_wal(
         source_fingerprint=dict(report.source_fingerprint),
     )
     try:
-        _recover_copy(bare, alt_target, alt, None)
+        _recover_copy(bare, alt_target, alt, None, copy_whole)
     except RecoveryError:
         report.wal = "replayed (without it the main file could not be read)"
         return report
@@ -2013,8 +2021,13 @@ def recover(
     allow_partial: bool = False,
     report_path: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    copy_whole: bool = True,
 ) -> RecoveryReport:
-    """Salvage every readable row of the store at source into a new verified store at target."""
+    """Salvage every readable row of the store at source into a new verified store at target.
+
+    ``copy_whole=False`` reads a healthy source row by row too (as a damaged one is read),
+    instead of copying it whole.
+    """
     started = time.monotonic()
     source = Path(source).expanduser().absolute()
     target = Path(target).expanduser().absolute()
@@ -2036,9 +2049,9 @@ def recover(
         copy = _copy_bundle(source, work, report)
         wal = _sidecar(copy, "-wal")
         if wal.exists() and wal.stat().st_size > 0:
-            report = _judge_wal(copy, target, report, progress)
+            report = _judge_wal(copy, target, report, progress, copy_whole)
         else:
-            _recover_copy(copy, target, report, progress)
+            _recover_copy(copy, target, report, progress, copy_whole)
     except sqlite3.DatabaseError as exc:
         _remove_target(target)
         if is_corruption_error(exc):
