@@ -583,7 +583,8 @@ def markdown(results: list[CaseResult], messages: int) -> str:
     """Render the matrix as a Markdown table."""
     head = (
         "| case | rows | ours: exact (in place) / wrong | ours: exit | "
-        "`.recover`: exact (in place) / wrong |\n|---|---|---|---|---|\n"
+        "`.recover`: exact (in place) / wrong | time: ours / `.recover` |\n"
+        "|---|---|---|---|---|---|\n"
     )
     lines = []
     for r in results:
@@ -593,8 +594,22 @@ def markdown(results: list[CaseResult], messages: int) -> str:
         if o.placeholders:
             ours += f", {o.placeholders} placeholder sessions"
         theirs = "—" if t is None else f"{t.exact:,} ({t.in_place:,}) / {t.wrong:,}"
-        lines.append(f"| {r.case}: {r.what} | {r.total:,} | {ours} | {exit_} | {theirs} |")
+        times = f"{o.seconds:.1f} s / " + ("—" if t is None else f"{t.seconds:.1f} s")
+        lines.append(
+            f"| {r.case}: {r.what} | {r.total:,} | {ours} | {exit_} | {theirs} | {times} |"
+        )
     return head + "\n".join(lines) + f"\n\n(stores of {messages:,} generated messages)\n"
+
+
+def from_json(path: Path) -> list[CaseResult]:
+    """Read results written by --json."""
+    out = []
+    for item in json.loads(path.read_text()):
+        theirs = Outcome(**item["theirs"]) if item["theirs"] else None
+        out.append(
+            CaseResult(item["case"], item["what"], item["total"], Outcome(**item["ours"]), theirs)
+        )
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -606,7 +621,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shell", help=f"sqlite3 shell with .recover (default: ${SHELL_ENV}, cache)")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
+    p.add_argument("--from-json", type=Path, help="print the Markdown table of a --json file")
     args = p.parse_args(argv)
+    if args.from_json:
+        print(markdown(from_json(args.from_json), args.messages))
+        return 0
     if args.shell:
         os.environ[SHELL_ENV] = args.shell
     shell, why = find_shell()

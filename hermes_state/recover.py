@@ -8,12 +8,17 @@ the runtime ledger's, and the search indexes are rebuilt in their own shape. Onl
 source's schema cannot be read is the target a new schema-31 store that the known tables are
 copied into. The target is verified and reported, never installed in place of the live store.
 
-Reading goes in layers, each used only where the one before failed: whole tables in rowid order;
-around damage, a galloping probe for where range reads work again and then single-rowid reads of
-the damaged span (every rowid when it is narrow, else the rowids the table's indexes and
-sqlite_sequence know of); leaf pages cut off from their b-tree by a damaged interior page are
-read straight from the copy's pages (never freelist pages, so deleted rows stay deleted); an
-unreadable 100-byte header is reconstructed on the copy.
+A healthy copy (SQLite's quick_check passes) is copied whole with VACUUM INTO, its indexes
+checked rather than rebuilt. A damaged one is read in layers, each used where the one before
+failed: whole tables in rowid order; around damage, a galloping probe for where range reads work
+again and then single-rowid reads of the damaged span; then every table's b-tree is walked page
+by page (``pages``) and its leaf cells are counted, so rows SQLite's cursor did not return — an
+out-of-order rowid ends an ordered scan without an error — are read from the pages; leaf pages no
+b-tree reaches are attributed to tables by the shape of their records (``salvage``), and rows
+that fit no table, break the tool's assumptions or may be deleted data are kept aside in the
+target's ``lost_and_found`` table. The header is repaired from the file's real page layout, the
+schema read off surviving sqlite_master leaves when page 1 is gone, and a WAL that may not belong
+to the main file judged by salvaging with and without it.
 
 A partial salvage (some rows unreadable) is kept as the target either way, because it is the
 best copy of the data there is and redoing the work would give the same file. Without
