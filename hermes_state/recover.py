@@ -1926,13 +1926,14 @@ def _wal_doubts(copy: Path) -> list[str]:
         db_pages, counter = frames
         main_pages = copy.stat().st_size // max(512, wal_page)
         main_counter = int.from_bytes(main[24:28], "big")
-        if db_pages and main_pages > db_pages:
+        newer_wal = counter is not None and counter > main_counter  # e.g. a VACUUM's WAL
+        if counter is not None and main_counter > counter:
+            doubts.append("stale: the main file was changed after the WAL's last commit")
+        elif db_pages and main_pages > db_pages and not newer_wal:
             doubts.append(
                 f"stale: the main file has {main_pages} pages, more than the WAL's last "
                 f"commit leaves ({db_pages})"
             )
-        elif counter is not None and main_counter > counter:
-            doubts.append("stale: the main file was changed after the WAL's last commit")
     shm = _sidecar(copy, "-shm")
     if shm.exists() and shm.stat().st_size >= 136:
         with open(shm, "rb") as f:

@@ -672,3 +672,31 @@ def test_recover_cli_first_line_says_how_much_was_lost_with_allow_partial(
     assert result.exit_code == 0
     first = result.stdout.splitlines()[0]
     assert first.startswith("PARTIAL: ") and "rows the source shows were not copied" in first
+
+
+def test_recover_replays_the_wal_of_a_vacuum_that_shrank_the_file(
+    big_source: Path, tmp_path: Path
+) -> None:
+    # A VACUUM in WAL mode leaves a smaller database in the WAL than the main file still is:
+    # that WAL is the newest state, not a stale one.
+    conn = sqlite3.connect(big_source, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=OFF")
+        conn.execute("DELETE FROM messages WHERE id > 1000")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    script = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "c.execute('VACUUM')\n"
+        "c.execute(\"UPDATE messages SET content = 'after the vacuum' WHERE id = 7\")\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(big_source)], check=True, timeout=60)
+    target = tmp_path / "out.db"
+    report = recover(big_source, target)
+    assert report.wal.startswith("replayed"), report.wal
+    assert rows(target, "SELECT content FROM messages WHERE id = 7") == [("after the vacuum",)]
