@@ -331,12 +331,13 @@ class Pages:
         return found
 
     def free_by_shape(self, candidates: set[int]) -> set[int]:
-        """Return the pages among candidates that a freelist trunk lists (freelist header lost)."""
+        """Return the pages among candidates (pages no b-tree reaches) that a freelist trunk
+        lists, the trunks included (for a file whose freelist pointer is lost)."""
         found: set[int] = set()
         for page in sorted(candidates):
             data = self.read(page)
             if data[:1] in (b"\x02", b"\x05", b"\x0a", b"\x0d"):
-                continue
+                continue  # a b-tree page (a trunk's first byte is a page number's top byte)
             if u32(data, 4) and _looks_like_trunk(data, self.usable, self.count):
                 leaves = {u32(data, 8 + 4 * i) for i in range(u32(data, 4))}
                 if leaves <= candidates:
@@ -527,11 +528,3 @@ class Pages:
             head = os.pread(self.fd, 8, (page - 1) * self.page_size)
             if head[:1] == b"\x0d":
                 yield page
-
-    def orphan_rows(self, roots: set[int]) -> Iterator[tuple[int, list[Any]]]:
-        """Yield (rowid, fields) of every row on a table leaf page that no b-tree reaches."""
-        skip = self.reachable(roots) | self.freelist() | {1, self.lock_page}
-        for page in self.table_leaves(skip):
-            for _i, rowid, fields in self.leaf_cells(page):
-                if fields is not None:
-                    yield rowid, fields

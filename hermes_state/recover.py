@@ -263,7 +263,12 @@ class RecoveryReport:
         if not self.source_readable and not any(t.copied for t in self.tables.values()):
             return "PARTIAL: nothing in the source could be read as a database" + aside
         if not self.partial:
-            extra = f" ({kept} rows of unknown standing kept in lost_and_found)" if kept else ""
+            extras = []
+            if kept:
+                extras.append(f"{kept} rows of unknown standing kept in lost_and_found")
+            if self.deleted_rows_seen:
+                extras.append(f"{self.deleted_rows_seen} deleted rows on free pages left deleted")
+            extra = f" ({'; '.join(extras)})" if extras else ""
             return f"Complete: every row the source shows was copied{extra}"
         lost, seen = self.rows_lost()
         if lost == 0 and not self.skipped_ranges and self.layout == "fallback":
@@ -1522,11 +1527,10 @@ def _unattached(
     for scan in scans.values():
         reach |= scan.pages
     free = raw.freelist()
-    leaves = [p for p in raw.table_leaves(reach | free | {1})]
-    if report_freelist_lost(report):
-        shaped = raw.free_by_shape(set(leaves) | _non_btree_pages(raw, reach))
-        free |= shaped
-        leaves = [p for p in leaves if p not in shaped]
+    # A freelist the header no longer points to (pointer zeroed or repaired away) still shows
+    # in the shape of its trunk pages among the pages no b-tree reaches.
+    free |= raw.free_by_shape(set(range(2, raw.count + 1)) - reach - free)
+    leaves = list(raw.table_leaves(reach | free | {1}))
     for page in raw.table_leaves(reach | {1}):
         if page in free:
             report.deleted_rows_seen += sum(1 for _ in raw.leaf_cells(page))
@@ -1576,23 +1580,6 @@ def _unattached(
             f"{lost.counts[salvage.UNATTACHED]} rows on pages no b-tree reaches (deleted, or "
             "cut off) were kept in lost_and_found, not restored"
         )
-
-
-def report_freelist_lost(report: RecoveryReport) -> bool:
-    """Tell whether the header's freelist pointer was unusable (free pages are unmarked)."""
-    return any(fix.startswith("freelist") for fix in report.header_fixes)
-
-
-def _non_btree_pages(raw: pages.Pages, reach: set[int]) -> set[int]:
-    """Return pages that are neither reached nor b-tree pages (freelist trunk candidates)."""
-    out = set()
-    for page in range(2, raw.count + 1):
-        if page in reach:
-            continue
-        head = raw.read(page)[:1]
-        if head not in (b"\x02", b"\x05", b"\x0a", b"\x0d"):
-            out.add(page)
-    return out
 
 
 def _report_holes(copier: _TableCopier, scan: pages.TreeScan, report: RecoveryReport) -> None:
