@@ -912,7 +912,7 @@ def _reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
         )
     cleared = conn.execute(
         "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IS NOT NULL "
-        "AND parent_session_id NOT IN (SELECT id FROM sessions)"
+        "AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = sessions.parent_session_id)"
     ).rowcount
     return len(orphans), cleared
 
