@@ -22,7 +22,7 @@ LEAF_TABLE, INTERIOR_TABLE, LEAF_INDEX, INTERIOR_INDEX = 0x0D, 0x05, 0x0A, 0x02
 LOCK_BYTE_OFFSET = 0x40000000
 PAGE_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 MIN_ROWID, MAX_ROWID = -(2**63), 2**63 - 1
-SAMPLE_PAGES = 256
+SAMPLE_PAGES = 128
 
 
 def u16(data: bytes, pos: int) -> int:
@@ -132,9 +132,19 @@ def _top_of_cells(data: bytes, page_size: int) -> int | None:
     return top
 
 
-def guess_layout(fd: int, size: int) -> Layout | None:
-    """Find the page size and reserved bytes the file's pages are really laid out with."""
-    shares = {p: _share(fd, size, p) for p in PAGE_SIZES if size >= 2 * p}
+def guess_layout(fd: int, size: int, stated: int | None = None) -> Layout | None:
+    """Find the page size and reserved bytes the file's pages are really laid out with.
+
+    ``stated`` (the header's page size): when the pages bear it out, only it and smaller sizes
+    are tried (a multiple of the real size would look as good).
+    """
+    sizes = [p for p in PAGE_SIZES if size >= 2 * p]
+    shares: dict[int, float] = {}
+    if stated in sizes:
+        shares[stated] = _share(fd, size, stated)
+        if shares[stated] >= 0.5:
+            sizes = [p for p in sizes if p < stated]
+    shares.update({p: _share(fd, size, p) for p in sizes if p not in shares})
     if not shares or max(shares.values()) < 0.05:
         return None
     best = max(shares.values())
@@ -192,7 +202,8 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
         size = os.fstat(fd).st_size
         header = bytearray(os.pread(fd, 100, 0).ljust(100, b"\0"))
         out.original = bytes(header)
-        layout = guess_layout(fd, size)
+        raw = u16(header, 16)
+        layout = guess_layout(fd, size, 65536 if raw == 1 else raw)
         if layout is None:
             return out
         fixes = out.fixes
