@@ -1150,18 +1150,20 @@ def _verify(
     # the b-tree checks (sqlite3 releases the GIL while SQLite works).
     # FTS5's own checks (the slowest part; each is a write statement, so one at a time) run on
     # a second connection while this one checks the b-trees and the indexes' row sets.
-    if index_check is None:
-        index_check = _IndexCheck(store.path)
-    rest: Collection[str] = ()  # the FTS5 tables the index check does not cover
-    if index_check.tables is not None:
-        rest = set(fts.fts5_tables(conn)) - set(index_check.tables)
+    checks = [index_check] if index_check is not None else []
+    covered = set() if index_check is None else set(index_check.tables or fts.fts5_tables(conn))
+    rest = set(fts.fts5_tables(conn)) - covered  # FTS5 tables the copy's check did not cover
+    if rest:
+        checks.append(_IndexCheck(store.path, rest))  # on a connection of its own
     try:
         v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
         v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
-        problems = fts.integrity_check(conn, tables=rest) + cjk.integrity_problems(conn)
+        problems = fts.integrity_check(conn, tables=()) + cjk.integrity_problems(conn)
     finally:
-        problems_of_indexes = index_check.problems()
-    problems.extend(problems_of_indexes)
+        for check in checks:
+            check.wait()
+    for check in checks:
+        problems.extend(check.problems())
     v.fts_checked = True
     v.fts_problems = list(dict.fromkeys(str(p) for p in problems))
     v.schema_version = schema.stored_version(conn)
@@ -1732,15 +1734,16 @@ def _copy_whole(
         mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     except sqlite3.DatabaseError:
         mode = "delete"
-    healthy: list[bool] = []
-    _quick_check(copy, healthy)  # first: a damaged copy is salvaged, not copied whole
-    if not all(healthy):
-        return None
-    store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
-    # The largest index is checked on the copy beside VACUUM INTO, on the other core; the
-    # others on the target afterwards (FTS5 checks are write statements: one per file at once).
+    # The largest index is checked on the copy from the start, on the other core; the others
+    # on the target once it is written (FTS5 checks are write statements: one per file at once).
     largest = {fts.TRIGRAM_TABLE} & set(fts.fts5_tables(src))
     check = _IndexCheck(copy, largest or None)
+    healthy: list[bool] = []
+    _quick_check(copy, healthy)  # a damaged copy is salvaged instead of copied whole
+    if not all(healthy):
+        check.cancel()
+        return None
+    store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
     try:
         try:
             src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
