@@ -670,9 +670,12 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
     ),
     (
         "sessions recover --json",
-        "The recovery report: operation, source, target, report_path, tables (per table "
-        "source_rows, copied, status), excluded, skipped_ranges, verification, complete, "
-        "partial, verified, accepted, installed (always false).",
+        "The recovery report: operation, source, target, report_path, summary (the first "
+        "line of the human output), method (copy or salvage), wal, header_fixes, tables (per "
+        "table source_rows, on_pages, copied, from_pages, to_lost_and_found, status), excluded, "
+        "skipped_ranges, lost_and_found (rows kept aside in the target's lost_and_found table, "
+        "by reason), deleted_rows_seen, verification, complete, partial, verified, accepted, "
+        "installed (always false).",
     ),
     ("db path", "{path, exists, profile}; records: that object."),
     ("db check", "{path, ok, checks: [{" + _keys(records.CHECK_KEYS) + "}]}; records: checks."),

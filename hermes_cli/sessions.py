@@ -1034,6 +1034,7 @@ def recover(
     if as_json:
         render.emit_json(result.to_dict())
     else:
+        render.echo(result.summary())  # first line: whether anything was lost, and how much
         render.recovery_report(result)
     if not result.accepted:
         raise typer.Exit(1)

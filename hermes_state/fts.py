@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -538,11 +538,18 @@ def fts5_integrity(conn: sqlite3.Connection, table: str, *, deep: bool = False) 
     return None
 
 
-def integrity_check(conn: sqlite3.Connection) -> list[str]:
+def integrity_check(
+    conn: sqlite3.Connection,
+    *,
+    tables: Collection[str] | None = None,
+    row_sets: bool = True,
+) -> list[str]:
     """Check the word and substring indexes; return the problems found (empty list = ok).
 
     Always compares each index's rows with the messages it should hold (read-only safe); on a
     writable connection also runs FTS5 'integrity-check' on every FTS5 table of the store.
+    ``tables`` limits the FTS5 checks to those tables and ``row_sets=False`` skips the row
+    comparison, so a caller can spread the checks over several connections (recover does).
     """
     idx = indexes(conn)
     problems: list[str] = []
@@ -551,10 +558,12 @@ def integrity_check(conn: sqlite3.Connection) -> list[str]:
             "search indexes are detached (fts_stale): the agent rebuilds them at its next start"
         ]
     for index in (idx.word, idx.trigram):
-        if index is not None and index.flavor != "foreign":
+        if row_sets and index is not None and index.flavor != "foreign":
             problems.extend(_row_set_problems(conn, index, idx.gap))
     external = {i.table for i in (idx.word, idx.trigram) if i is not None and i.content}
     for table in fts5_tables(conn):
+        if tables is not None and table not in tables:
+            continue
         problem = fts5_integrity(conn, table, deep=table in external and idx.gap is None)
         if problem and "no such tokenizer" not in problem:
             problems.append(problem)

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from hermes_state import values
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.content import (
     STRUCTURED_SENTINEL as STRUCTURED_SENTINEL,
@@ -308,6 +309,7 @@ def _decode_json_field(value: Any) -> Any:
 
 
 def _decode_in_place(out: dict[str, Any]) -> dict[str, Any]:
+    values.clean_message(out)  # odd values any writer may have left (text timestamps, bytes)
     out["content"] = decode_content(out.get("content"))
     for f in JSON_FIELDS:
         value = out.get(f)

@@ -1,75 +1,38 @@
 """Reading SQLite files page by page, for salvage of private work copies (never a live store).
 
-recover.py uses this where SQLite itself cannot read: to give a copy whose 100-byte header is
-destroyed a plausible one, and to read table leaf pages that a damaged interior page has cut
-off from their b-tree.
+recover.py uses this where SQLite itself cannot be trusted: to repair a copy's 100-byte header
+from the file's real page layout, to walk a table's b-tree and count the cells its leaf pages
+hold (so a copy that stopped early shows), to read the rows SQLite's cursor did not return, and
+to find and read table leaf pages when the schema itself is gone.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BTREE_PAGE_TYPES = (0x02, 0x05, 0x0A, 0x0D)
-
-
-def looks_like_btree_page(data: bytes, base: int = 0) -> bool:
-    """Tell whether a page (header at base) looks like a b-tree page."""
-    if len(data) < base + 8 or data[base] not in BTREE_PAGE_TYPES:
-        return False
-    cells = int.from_bytes(data[base + 3 : base + 5], "big")
-    content = int.from_bytes(data[base + 5 : base + 7], "big") or 65536
-    return cells * 2 + base + 8 <= len(data) and base < content <= len(data)
-
-
-def rewrite_header(path: Path) -> bool:
-    """Give the private copy a plausible 100-byte header when its own is unreadable."""
-    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)  # the work copy: nobody else has it open
-    try:
-        size = os.fstat(fd).st_size
-        if os.pread(fd, 16, 0) == SQLITE_MAGIC:
-            return False  # the header is fine; the damage is elsewhere
-        for page_size in (4096, 1024, 2048, 8192, 16384, 32768, 65536, 512):
-            if size < 2 * page_size or size % page_size:
-                continue
-            if not looks_like_btree_page(os.pread(fd, page_size, 0), 100):
-                continue
-            pages = size // page_size
-            sample = [os.pread(fd, page_size, n * page_size) for n in range(1, min(pages, 17))]
-            if sum(looks_like_btree_page(p) for p in sample) < min(3, len(sample)):
-                continue
-            wal = os.path.exists(str(path) + "-wal")
-            header = bytearray(100)
-            header[0:16] = SQLITE_MAGIC
-            header[16:18] = (1 if page_size == 65536 else page_size).to_bytes(2, "big")
-            header[18] = header[19] = 2 if wal else 1
-            header[21:24] = bytes((64, 32, 32))
-            header[24:28] = (1).to_bytes(4, "big")
-            header[28:32] = pages.to_bytes(4, "big")
-            header[40:44] = (1).to_bytes(4, "big")
-            header[44:48] = (4).to_bytes(4, "big")
-            header[56:60] = (1).to_bytes(4, "big")
-            header[92:96] = (1).to_bytes(4, "big")
-            header[96:100] = (3040001).to_bytes(4, "big")
-            os.pwrite(fd, bytes(header), 0)
-            return True
-        return False
-    finally:
-        os.close(fd)
-
-
-# --- leaf pages cut off from their b-tree ---------------------------------------------------------
-# A damaged interior page cuts its whole subtree off the table's b-tree although the leaf pages
-# below it are intact. Those rows are read here straight from the pages of the work copy: table
-# leaf pages that no b-tree reaches and that are not on the freelist (so deleted rows never come
-# back), assigned to a damaged table by rowid (inside one of its skipped ranges) and shape.
-
 LEAF_TABLE, INTERIOR_TABLE, LEAF_INDEX, INTERIOR_INDEX = 0x0D, 0x05, 0x0A, 0x02
 LOCK_BYTE_OFFSET = 0x40000000
+PAGE_SIZES = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
+MIN_ROWID, MAX_ROWID = -(2**63), 2**63 - 1
+SAMPLE_PAGES = 128
+
+
+def u16(data: bytes, pos: int) -> int:
+    """Read a big-endian 2-byte integer."""
+    return int.from_bytes(data[pos : pos + 2], "big")
+
+
+def u32(data: bytes, pos: int) -> int:
+    """Read a big-endian 4-byte integer."""
+    return int.from_bytes(data[pos : pos + 4], "big")
 
 
 def varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -86,6 +49,259 @@ def varint(buf: bytes, pos: int) -> tuple[int, int]:
 def signed(value: int) -> int:
     """Turn a 64-bit varint into the signed rowid it stores."""
     return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def looks_like_btree_page(
+    data: bytes, base: int = 0, page_size: int | None = None, npages: int | None = None
+) -> bool:
+    """Tell whether a page (header at base) is laid out like a b-tree page of that size."""
+    size = len(data) if page_size is None else page_size
+    if len(data) < base + 8 or data[base] not in BTREE_PAGE_TYPES:
+        return False
+    interior = data[base] in (INTERIOR_TABLE, INTERIOR_INDEX)
+    header_end = base + (12 if interior else 8)
+    cells = u16(data, base + 3)
+    content = u16(data, base + 5) or 65536
+    if header_end + 2 * cells > content or content > size or data[base + 7] > 60:
+        return False
+    freeblock = u16(data, base + 1)
+    if freeblock and not header_end + 2 * cells <= freeblock < size:
+        return False
+    if cells == 0:
+        return content == size and not interior
+    for i in range(min(cells, 64)):
+        ptr = u16(data, header_end + 2 * i)
+        if not content <= ptr < size:
+            return False
+    return not (interior and npages is not None and not 1 <= u32(data, base + 8) <= npages)
+
+
+# --- the page layout and the header ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Page size and reserved bytes per page, as read off the pages themselves."""
+
+    page_size: int
+    reserved: int
+    share: float  # of sampled pages that look like b-tree pages at this size
+
+
+def _sample(npages: int) -> list[int]:
+    """Return up to SAMPLE_PAGES page numbers spread over 2..npages."""
+    if npages < 2:
+        return []
+    step = max(1, (npages - 1) // SAMPLE_PAGES)
+    return list(range(2, npages + 1, step))[:SAMPLE_PAGES]
+
+
+def _share(fd: int, size: int, page_size: int) -> float:
+    """Return the share of sampled pages that look like b-tree pages at this page size."""
+    npages = size // page_size
+    sample = _sample(npages)
+    if not sample:
+        return 0.0
+    ok = sum(
+        looks_like_btree_page(os.pread(fd, page_size, (n - 1) * page_size), 0, page_size, npages)
+        for n in sample
+    )
+    return ok / len(sample)
+
+
+def _top_of_cells(data: bytes, page_size: int) -> int | None:
+    """Return where the highest cell of a table page ends (None when no cell tells exactly)."""
+    kind = data[0]
+    cells = u16(data, 3)
+    header_end = 12 if kind == INTERIOR_TABLE else 8
+    top = None
+    for i in range(cells):
+        ptr = u16(data, header_end + 2 * i)
+        try:
+            if kind == INTERIOR_TABLE:
+                _, end = varint(data, ptr + 4)
+            else:
+                payload, pos = varint(data, ptr)
+                _, pos = varint(data, pos)
+                if payload > page_size - 290:
+                    continue  # may spill to overflow pages: its local size depends on the answer
+                end = pos + payload
+        except IndexError:
+            return None
+        top = end if top is None else max(top, end)
+    return top
+
+
+def guess_layout(fd: int, size: int, stated: int | None = None) -> Layout | None:
+    """Find the page size and reserved bytes the file's pages are really laid out with.
+
+    ``stated`` (the header's page size): when the pages bear it out, only it and smaller sizes
+    are tried (a multiple of the real size would look as good).
+    """
+    sizes = [p for p in PAGE_SIZES if size >= 2 * p]
+    shares: dict[int, float] = {}
+    if stated in sizes:
+        shares[stated] = _share(fd, size, stated)
+        if shares[stated] >= 0.5:
+            sizes = [p for p in sizes if p < stated]
+    shares.update({p: _share(fd, size, p) for p in sizes if p not in shares})
+    if not shares or max(shares.values()) < 0.05:
+        return None
+    best = max(shares.values())
+    # A multiple of the real size also lands on page starts; the smallest good size is the real one.
+    page_size = min(p for p, s in shares.items() if s >= 0.75 * best)
+    gaps: Counter[int] = Counter()
+    npages = size // page_size
+    for n in _sample(npages):
+        data = os.pread(fd, page_size, (n - 1) * page_size)
+        if data[:1] in (b"\x05", b"\x0d") and looks_like_btree_page(data, 0, page_size, npages):
+            top = _top_of_cells(data, page_size)
+            if top is not None and 0 <= page_size - top <= 255:
+                gaps[page_size - top] += 1
+    reserved = gaps.most_common(1)[0][0] if gaps else 0
+    return Layout(page_size, reserved, shares[page_size])
+
+
+def _looks_like_trunk(data: bytes, usable: int, npages: int) -> bool:
+    """Tell whether a page is laid out like a freelist trunk page."""
+    if len(data) < 8:
+        return False
+    nxt, count = u32(data, 0), u32(data, 4)
+    if nxt > npages or count > (usable - 8) // 4:
+        return False
+    leaves = [u32(data, 8 + 4 * i) for i in range(count)]
+    return all(2 <= p <= npages for p in leaves) and len(set(leaves)) == len(leaves)
+
+
+def _encoding_of(fd: int, page_size: int) -> int:
+    """Guess the text encoding (1 UTF-8, 2 UTF-16le, 3 UTF-16be) from the schema's own text."""
+    head = os.pread(fd, page_size * 4, 0)
+    if b"CREATE TABLE" in head or b"CREATE INDEX" in head:
+        return 1
+    if "CREATE TABLE".encode("utf-16-le") in head:
+        return 2
+    if "CREATE TABLE".encode("utf-16-be") in head:
+        return 3
+    return 1
+
+
+@dataclass
+class HeaderRepair:
+    """What repair_header changed in the copy's header."""
+
+    fixes: list[str] = field(default_factory=list)
+    original: bytes = b""
+    freelist_lost: bool = False  # the freelist pointer was unusable: free pages are unmarked
+
+
+def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
+    """Make every header field SQLite needs agree with the copy's real pages (the copy only)."""
+    out = HeaderRepair()
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)  # the work copy: nobody else has it open
+    try:
+        size = os.fstat(fd).st_size
+        header = bytearray(os.pread(fd, 100, 0).ljust(100, b"\0"))
+        out.original = bytes(header)
+        raw = u16(header, 16)
+        layout = guess_layout(fd, size, 65536 if raw == 1 else raw)
+        if layout is None:
+            return out
+        fixes = out.fixes
+        fresh = header[0:16] != SQLITE_MAGIC
+        if fresh:
+            fixes.append("magic string")
+            header[0:16] = SQLITE_MAGIC
+        raw = u16(header, 16)
+        stated = 65536 if raw == 1 else raw
+        if stated != layout.page_size:
+            share = _share(fd, size, stated) if stated in PAGE_SIZES and size >= 2 * stated else 0
+            if share < 0.5 * layout.share:
+                fixes.append(f"page size {stated} -> {layout.page_size}")
+                header[16:18] = (1 if layout.page_size == 65536 else layout.page_size).to_bytes(
+                    2, "big"
+                )
+        page_size = 65536 if u16(header, 16) == 1 else u16(header, 16)
+        if page_size == layout.page_size and header[20] != layout.reserved:
+            fixes.append(f"reserved bytes {header[20]} -> {layout.reserved}")
+            header[20] = layout.reserved
+        for pos in (18, 19):
+            if header[pos] not in (1, 2):
+                fixes.append(f"file format byte {pos}")
+                header[pos] = 2 if wal else 1
+        if bytes(header[21:24]) != bytes((64, 32, 32)):
+            fixes.append("payload fractions")
+            header[21:24] = bytes((64, 32, 32))
+        npages = size // page_size
+        usable = page_size - header[20]
+        if not 0 < u32(header, 28) <= npages:
+            fixes.append(f"database size {u32(header, 28)} -> {npages} pages")
+            header[28:32] = npages.to_bytes(4, "big")
+            header[92:96] = header[24:28]
+        trunk, free = u32(header, 32), u32(header, 36)
+        if trunk or free:
+            good = 2 <= trunk <= npages and free < npages
+            if good:
+                good = _looks_like_trunk(
+                    os.pread(fd, page_size, (trunk - 1) * page_size), usable, npages
+                )
+            if not good:
+                fixes.append("freelist pointer (free pages are found by their shape instead)")
+                header[32:40] = bytes(8)
+                out.freelist_lost = True
+        if not 1 <= u32(header, 44) <= 4:
+            fixes.append("schema format")
+            header[44:48] = (4).to_bytes(4, "big")
+        if u32(header, 52) > npages:
+            fixes.append("auto-vacuum root")
+            header[52:56] = bytes(4)
+            header[64:68] = bytes(4)
+        if u32(header, 56) not in (1, 2, 3):
+            fixes.append("text encoding")
+            header[56:60] = _encoding_of(fd, page_size).to_bytes(4, "big")
+        if fresh:
+            header[24:28] = (1).to_bytes(4, "big")
+            header[40:44] = (1).to_bytes(4, "big")
+            header[92:96] = (1).to_bytes(4, "big")
+            header[96:100] = (3040001).to_bytes(4, "big")
+        if fixes:
+            os.pwrite(fd, bytes(header), 0)
+        return out
+    finally:
+        os.close(fd)
+
+
+def restore_header(path: Path, original: bytes) -> None:
+    """Put the copy's original header back (a repair that made things worse)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.pwrite(fd, original, 0)
+    finally:
+        os.close(fd)
+
+
+# --- b-trees, cells and records -----------------------------------------------------------------
+
+
+@dataclass
+class TreeScan:
+    """What the leaf pages of one table b-tree hold, walked from its root page."""
+
+    cells: dict[int, tuple[int, int]] = field(default_factory=dict)  # rowid -> (page, cell)
+    pages: set[int] = field(default_factory=set)  # every page of the tree that was read
+    holes: list[tuple[int, int]] = field(default_factory=list)  # (lo, hi]: rowids under bad pages
+    out_of_order: int = 0  # cells whose rowid lies outside the range their parents give
+    strays: set[tuple[int, int]] = field(default_factory=set)  # those cells: (page, cell)
+    duplicates: list[tuple[int, int, int]] = field(default_factory=list)  # (rowid, page, cell)
+    bad_cells: int = 0  # cells whose rowid could not even be read
+
+    @property
+    def count(self) -> int:
+        """Return how many cells the walk found."""
+        return len(self.cells) + len(self.duplicates) + self.bad_cells
+
+    def in_hole(self, rowid: int) -> bool:
+        """Tell whether a rowid lies in a key range the walk could not read."""
+        return any(lo < rowid <= hi for lo, hi in self.holes)
 
 
 class Pages:
@@ -125,6 +341,20 @@ class Pages:
             trunk = int.from_bytes(data[0:4], "big")
         return found
 
+    def free_by_shape(self, candidates: set[int]) -> set[int]:
+        """Return the pages among candidates (pages no b-tree reaches) that a freelist trunk
+        lists, the trunks included (for a file whose freelist pointer is lost)."""
+        found: set[int] = set()
+        for page in sorted(candidates):
+            data = self.read(page)
+            if data[:1] in (b"\x02", b"\x05", b"\x0a", b"\x0d"):
+                continue  # a b-tree page (a trunk's first byte is a page number's top byte)
+            if u32(data, 4) and _looks_like_trunk(data, self.usable, self.count):
+                leaves = {u32(data, 8 + 4 * i) for i in range(u32(data, 4))}
+                if leaves <= candidates:
+                    found |= leaves | {page}
+        return found
+
     def reachable(self, roots: set[int]) -> set[int]:
         """Return the b-tree pages reachable from the roots (descent stops at damaged pages)."""
         seen: set[int] = set()
@@ -147,10 +377,101 @@ class Pages:
                     stack.append(int.from_bytes(data[off : off + 4], "big"))
         return seen
 
+    def walk_table(self, root: int) -> TreeScan:
+        """Walk a table b-tree from its root, noting each leaf cell and each unreadable subtree."""
+        scan = TreeScan()
+        stack = [(root, MIN_ROWID - 1, MAX_ROWID)]
+        while stack:
+            page, lo, hi = stack.pop()
+            if page in scan.pages or not 1 <= page <= self.count or page == self.lock_page:
+                scan.holes.append((lo, hi))
+                continue
+            data = self.read(page)
+            base = 100 if page == 1 else 0
+            kind = data[base] if len(data) > base else 0
+            if kind not in (INTERIOR_TABLE, LEAF_TABLE) or not looks_like_btree_page(
+                data, base, self.page_size, self.count
+            ):
+                scan.holes.append((lo, hi))
+                continue
+            scan.pages.add(page)
+            cells = u16(data, base + 3)
+            if kind == INTERIOR_TABLE:
+                prev = lo
+                children = []
+                for i in range(cells):
+                    off = u16(data, base + 12 + 2 * i)
+                    try:
+                        child = u32(data, off)
+                        key, _ = varint(data, off + 4)
+                    except IndexError:
+                        continue
+                    key = signed(key)
+                    children.append((child, prev, key))
+                    prev = key
+                children.append((u32(data, base + 8), prev, hi))
+                stack.extend(reversed(children))
+                continue
+            for i in range(cells):
+                off = u16(data, base + 8 + 2 * i)
+                try:
+                    _, pos = varint(data, off)
+                    rowid, _ = varint(data, pos)
+                except IndexError:
+                    scan.bad_cells += 1
+                    continue
+                rowid = signed(rowid)
+                stray = not lo < rowid <= hi
+                if stray:
+                    scan.out_of_order += 1
+                    scan.strays.add((page, i))
+                if rowid not in scan.cells:
+                    scan.cells[rowid] = (page, i)
+                elif scan.cells[rowid] in scan.strays and not stray:
+                    # Two cells claim one rowid: the one in its page's range is the row itself.
+                    scan.duplicates.append((rowid, *scan.cells[rowid]))
+                    scan.cells[rowid] = (page, i)
+                else:
+                    scan.duplicates.append((rowid, page, i))
+        return scan
+
+    def cell(self, page: int, index: int) -> tuple[int, list[Any]]:
+        """Return (rowid, fields) of one cell of a table leaf page."""
+        data = self.read(page)
+        base = 100 if page == 1 else 0
+        off = u16(data, base + 8 + 2 * index)
+        size, pos = varint(data, off)
+        rowid, pos = varint(data, pos)
+        return signed(rowid), self._record(self._payload(data, pos, size))
+
+    def leaf_cells(self, page: int) -> Iterator[tuple[int, int, list[Any] | None]]:
+        """Yield (cell index, rowid, fields or None when undecodable) of a table leaf page."""
+        data = self.read(page)
+        base = 100 if page == 1 else 0
+        if len(data) <= base or data[base] != LEAF_TABLE:
+            return
+        cells = u16(data, base + 3)
+        if not 0 < cells <= (self.usable - 8) // 4:
+            return
+        for i in range(cells):
+            try:
+                off = u16(data, base + 8 + 2 * i)
+                size, pos = varint(data, off)
+                rowid, pos = varint(data, pos)
+            except IndexError:
+                continue
+            try:
+                fields: list[Any] | None = self._record(self._payload(data, pos, size))
+            except (ValueError, IndexError, struct.error):
+                fields = None  # a damaged cell: the others on the page may still be fine
+            yield i, signed(rowid), fields
+
     def _payload(self, data: bytes, pos: int, size: int) -> bytes:
         """Return a cell's payload, following its overflow chain."""
         max_local = self.usable - 35
         if size <= max_local:
+            if pos + size > self.usable:
+                raise ValueError("cell runs past the page")
             return data[pos : pos + size]
         min_local = (self.usable - 12) * 32 // 255 - 23
         local = min_local + (size - min_local) % (self.usable - 4)
@@ -173,15 +494,27 @@ class Pages:
     def _record(self, payload: bytes) -> list[Any]:
         """Decode a record into its field values."""
         header_size, pos = varint(payload, 0)
+        if header_size > len(payload):
+            raise ValueError("record header runs past its payload")
         types = []
         while pos < header_size:
-            serial, pos = varint(payload, pos)
-            types.append(serial)
+            byte = payload[pos]
+            if byte < 0x80:  # most serial types fit one byte
+                types.append(byte)
+                pos += 1
+            else:
+                serial, pos = varint(payload, pos)
+                types.append(serial)
         body = header_size
         fields: list[Any] = []
         widths = {1: 1, 2: 2, 3: 3, 4: 4, 5: 6, 6: 8}
         for serial in types:
-            if serial == 0:
+            if serial >= 12:
+                n = (serial - 12) >> 1
+                raw = payload[body : body + n]
+                fields.append(raw.decode(self.encoding, "replace") if serial & 1 else raw)
+                body += n
+            elif serial == 0:
                 fields.append(None)
             elif serial in widths:
                 n = widths[serial]
@@ -192,35 +525,17 @@ class Pages:
                 body += 8
             elif serial in (8, 9):
                 fields.append(serial - 8)
-            elif serial >= 12:
-                n = (serial - 12) // 2
-                raw = payload[body : body + n]
-                fields.append(raw.decode(self.encoding, "replace") if serial % 2 else raw)
-                body += n
             else:
                 raise ValueError("reserved serial type")
-        if body > len(payload):
-            raise ValueError("record runs past its payload")
+        if body != len(payload):
+            raise ValueError("record and payload sizes disagree")
         return fields
 
-    def orphan_rows(self, roots: set[int]) -> Iterator[tuple[int, list[Any]]]:
-        """Yield (rowid, fields) of every row on a table leaf page that no b-tree reaches."""
-        skip = self.reachable(roots) | self.freelist() | {1, self.lock_page}
+    def table_leaves(self, skip: set[int]) -> Iterator[int]:
+        """Yield every table leaf page of the file that is not in skip."""
         for page in range(2, self.count + 1):
-            if page in skip:
+            if page in skip or page == self.lock_page:
                 continue
-            data = self.read(page)
-            if not data or data[0] != LEAF_TABLE:
-                continue
-            cells = int.from_bytes(data[3:5], "big")
-            if not 0 < cells <= (self.usable - 8) // 4:
-                continue
-            for i in range(cells):
-                try:
-                    off = int.from_bytes(data[8 + 2 * i : 10 + 2 * i], "big")
-                    size, pos = varint(data, off)
-                    rowid, pos = varint(data, pos)
-                    fields = self._record(self._payload(data, pos, size))
-                except (ValueError, IndexError, struct.error):
-                    continue  # a damaged cell: the others on the page may still be fine
-                yield signed(rowid), fields
+            head = os.pread(self.fd, 8, (page - 1) * self.page_size)
+            if head[:1] == b"\x0d":
+                yield page

@@ -8,12 +8,17 @@ the runtime ledger's, and the search indexes are rebuilt in their own shape. Onl
 source's schema cannot be read is the target a new schema-31 store that the known tables are
 copied into. The target is verified and reported, never installed in place of the live store.
 
-Reading goes in layers, each used only where the one before failed: whole tables in rowid order;
-around damage, a galloping probe for where range reads work again and then single-rowid reads of
-the damaged span (every rowid when it is narrow, else the rowids the table's indexes and
-sqlite_sequence know of); leaf pages cut off from their b-tree by a damaged interior page are
-read straight from the copy's pages (never freelist pages, so deleted rows stay deleted); an
-unreadable 100-byte header is reconstructed on the copy.
+A healthy copy (SQLite's quick_check passes) is copied whole with VACUUM INTO, its indexes
+checked rather than rebuilt. A damaged one is read in layers, each used where the one before
+failed: whole tables in rowid order; around damage, a galloping probe for where range reads work
+again and then single-rowid reads of the damaged span; then every table's b-tree is walked page
+by page (``pages``) and its leaf cells are counted, so rows SQLite's cursor did not return — an
+out-of-order rowid ends an ordered scan without an error — are read from the pages; leaf pages no
+b-tree reaches are attributed to tables by the shape of their records (``salvage``), and rows
+that fit no table, break the tool's assumptions or may be deleted data are kept aside in the
+target's ``lost_and_found`` table. The header is repaired from the file's real page layout, the
+schema read off surviving sqlite_master leaves when page 1 is gone, and a WAL that may not belong
+to the main file judged by salvaging with and without it.
 
 A partial salvage (some rows unreadable) is kept as the target either way, because it is the
 best copy of the data there is and redoing the work would give the same file. Without
@@ -32,14 +37,16 @@ import re
 import shutil
 import sqlite3
 import stat
+import struct
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_state import cjk, fts, pages, schema
+from hermes_state import cjk, fts, pages, salvage, schema
 from hermes_state.connection import Store, create_bare_store, is_open_in_process, open_store
 from hermes_state.errors import HermesStateError, StoreNotFoundError, is_corruption_error
 
@@ -79,6 +86,16 @@ DERIVED_META_KEYS = frozenset(
         cjk.LEGACY_HIGH_WATER_KEY,
     }
 )
+# Keys an index rebuild in progress leaves: a source that has one is not copied whole.
+REBUILD_META_KEYS = frozenset(
+    {
+        fts.HIGH_WATER_KEY,
+        fts.PROGRESS_KEY,
+        fts.STALE_KEY,
+        "fts_cjk_rebuild_high_water",
+        "fts_cjk_rebuild_progress",
+    }
+)
 CHUNK_ROWS = 2000
 MAX_RANGE_QUERIES = 10_000
 POINT_SPAN = 100_000  # damaged ranges up to this wide are read rowid by rowid
@@ -102,8 +119,13 @@ class TableResult:
     source_rows: int | None  # count(*) in the source copy; None when it could not be counted
     copied: int = 0
     status: str = "pending"  # copied, empty, partial, unreadable, absent
-    rejected: int = 0  # rows the target's constraints refused
+    rejected: int = 0  # rows the target's constraints refused (kept in lost_and_found)
+    on_pages: int | None = None  # cells its b-tree's leaf pages hold (None: not walked)
+    from_pages: int = 0  # rows its leaf pages hold that SQLite's cursor did not return
     from_orphan_pages: int = 0  # rows read from leaf pages cut off from the table's b-tree
+    to_lost_and_found: int = 0  # rows of this table kept in lost_and_found instead
+    unreadable_pages: int = 0  # pages of its b-tree that could not be read nor made up for
+    unreadable_cells: int = 0  # cells seen on its pages whose record could not be decoded
     columns_dropped: list[str] = field(default_factory=list)  # source columns we have no use for
     errors: list[str] = field(default_factory=list)
 
@@ -120,6 +142,11 @@ class SkippedRange:
     first_rowid: int
     last_rowid: int
     error: str
+
+    @property
+    def bounded(self) -> bool:
+        """Tell whether the range is narrow enough to count its rowids as lost rows."""
+        return self.last_rowid - self.first_rowid < POINT_SPAN
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -166,7 +193,14 @@ class RecoveryReport:
     source_fingerprint: dict[str, list[int]] = field(default_factory=dict)  # name -> [size, ns]
     source_unchanged: bool = True
     source_readable: bool = True
-    header_rewritten: bool = False  # the copy's unreadable header was reconstructed
+    header_rewritten: bool = False  # the copy's header was repaired (see header_fixes)
+    header_fixes: list[str] = field(default_factory=list)
+    schema_from_pages: bool = False  # sqlite_master unreadable: its rows read off its leaf pages
+    method: str = "salvage"  # "copy": a healthy source copied whole; "salvage": read around damage
+    search_indexes: str = "rebuilt"  # "rebuilt", or "copied" (healthy source, checked after)
+    wal: str = "none"  # none, replayed, ignored: what was done with the source's WAL, and why
+    lost_and_found: dict[str, int] = field(default_factory=dict)  # reason -> rows kept there
+    deleted_rows_seen: int = 0  # rows on free pages (deleted before the damage): not restored
     writable_schema: bool = False  # the source schema was only readable with writable_schema
     layout: str = "source"  # "source": the source's own schema; "fallback": a new schema-31 store
     tables: dict[str, TableResult] = field(default_factory=dict)
@@ -190,14 +224,71 @@ class RecoveryReport:
     @property
     def partial(self) -> bool:
         """Tell whether some source data could not be read or kept."""
-        if not self.source_readable or self.skipped_ranges or self.not_copied:
+        if (not self.source_readable and not self.schema_from_pages) or self.not_copied:
+            return True
+        if self.skipped_ranges:
+            return True
+        if self.lost_and_found.get(salvage.UNATTRIBUTED) and self.schema_incomplete:
+            # With the schema intact, pages no table reaches hold nothing the file still shows.
             return True
         for t in self.tables.values():
             if t.status in ("partial", "unreadable") or t.rejected or t.columns_dropped:
                 return True
-            if t.source_rows is not None and t.copied < t.source_rows:
+            if t.to_lost_and_found or t.unreadable_cells or t.unreadable_pages:
+                return True
+            if t.copied < max(t.source_rows or 0, t.on_pages or 0):
                 return True
         return False
+
+    @property
+    def schema_incomplete(self) -> bool:
+        """Tell whether tables may have been missed because the schema was not read whole."""
+        return not self.source_readable or self.schema_from_pages or self.layout == "fallback"
+
+    def rows_lost(self) -> tuple[int, int]:
+        """Return (rows seen in the source but not in their table, rows seen in all)."""
+        lost = seen = 0
+        for t in self.tables.values():
+            shown = max(t.source_rows or 0, t.on_pages or 0, t.copied)
+            seen += shown
+            lost += shown - t.copied
+        lost += sum(r.last_rowid - r.first_rowid + 1 for r in self.skipped_ranges if r.bounded)
+        lost += sum(n or 0 for n in self.not_copied.values())
+        return lost, seen + sum(n or 0 for n in self.not_copied.values())
+
+    def summary(self) -> str:
+        """Say in one line whether everything came through, and if not, how much did not."""
+        kept = sum(self.lost_and_found.values())
+        aside = f"; {kept} kept aside in table lost_and_found" if kept else ""
+        if not self.source_readable and not any(t.copied for t in self.tables.values()):
+            return "PARTIAL: nothing in the source could be read as a database" + aside
+        if not self.partial:
+            extras = []
+            if kept:
+                extras.append(f"{kept} rows of unknown standing kept in lost_and_found")
+            if self.deleted_rows_seen:
+                extras.append(f"{self.deleted_rows_seen} deleted rows on free pages left deleted")
+            extra = f" ({'; '.join(extras)})" if extras else ""
+            return f"Complete: every row the source shows was copied{extra}"
+        lost, seen = self.rows_lost()
+        if lost == 0 and not self.skipped_ranges and self.layout == "fallback":
+            return (
+                f"PARTIAL: the source's schema is damaged, so it was rebuilt as a new "
+                f"schema-{schema.SCHEMA_VERSION} store; all {seen:,} rows found were copied, "
+                "but tables whose schema was lost may be missing" + aside
+            )
+        unbounded = any(not r.bounded for r in self.skipped_ranges)
+        unattributed = (
+            self.lost_and_found.get(salvage.UNATTRIBUTED, 0) if self.schema_incomplete else 0
+        )
+        lost += unattributed
+        seen += unattributed
+        what = f"{lost:,} of {seen:,} rows the source shows were not copied into their tables"
+        if unbounded or any(t.unreadable_pages for t in self.tables.values()):
+            what += " (plus unreadable pages whose rows cannot be counted)"
+        elif not self.source_readable and not self.schema_from_pages:
+            what += " (the schema is unreadable: tables were found by the shape of their rows)"
+        return f"PARTIAL: {what}{aside}"
 
     @property
     def complete(self) -> bool:
@@ -222,6 +313,14 @@ class RecoveryReport:
             "source_unchanged": self.source_unchanged,
             "source_readable": self.source_readable,
             "header_rewritten": self.header_rewritten,
+            "header_fixes": list(self.header_fixes),
+            "schema_from_pages": self.schema_from_pages,
+            "method": self.method,
+            "search_indexes": self.search_indexes,
+            "wal": self.wal,
+            "lost_and_found": dict(self.lost_and_found),
+            "deleted_rows_seen": self.deleted_rows_seen,
+            "summary": self.summary(),
             "writable_schema": self.writable_schema,
             "layout": self.layout,
             "tables": {name: t.to_dict() for name, t in self.tables.items()},
@@ -344,14 +443,16 @@ class _Budget:
 
 def _open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     """Open the work copy for reading, repairing what stands in the way of reading it."""
+    repair = pages.repair_header(path, wal=_sidecar(path, "-wal").exists())
+    report.header_fixes = list(repair.fixes)
+    report.header_rewritten = bool(repair.fixes)
     conn = _connect_copy(path, report)
-    if conn is None and pages.rewrite_header(path):
-        report.header_rewritten = True
-        report.notes.append(
-            "the database header was unreadable; the copy got a reconstructed header "
-            "(freelist unknown, so leaf pages cut off from their b-trees are not salvaged)"
-        )
-        conn = _connect_copy(path, report)
+    if conn is None and repair.fixes:
+        # The repair was judged on the pages; if SQLite still cannot read the copy, say so and
+        # try the header as it was (the raw page reader still reads the repaired guess).
+        report.notes.append("the repaired header did not make the copy readable")
+    elif repair.fixes:
+        report.notes.append("the database header was repaired: " + "; ".join(repair.fixes))
     if conn is None:
         report.source_readable = False
     return conn
@@ -451,13 +552,14 @@ class _TableCopier:
 
     def __init__(
         self,
-        src: sqlite3.Connection,
+        src: sqlite3.Connection | None,
         store: Store,
         result: TableResult,
         columns: Sequence[str],
         report: RecoveryReport,
         budget: _Budget,
         progress: Progress | None,
+        lost: salvage.LostAndFound,
     ) -> None:
         self.src = src
         self.store = store
@@ -474,6 +576,14 @@ class _TableCopier:
         self.insert = f'{verb} INTO "{self.table}" ({quoted}) VALUES ({marks})'
         self.meta_key = self.columns.index("key") if self.table == "state_meta" else None
         self.index_rowids: list[int] | None = None
+        self.copied_rowids: set[int] = set()
+        self.rejected_rowids: set[int] = set()
+        self.ignored_rowids: set[int] = set()  # left out on purpose (index rebuild markers)
+        # Rows of cells whose rowid is damaged (outside their page's range), by rowid: when
+        # SQLite's cursor returns one of them, it is kept aside instead of copied.
+        self.strays: dict[int, tuple] = {}
+        self.diverted: set[int] = set()
+        self.lost = lost
         self.meta_keys: set[str] = set()
         self.title_pos = (
             self.columns.index("title")
@@ -490,36 +600,73 @@ class _TableCopier:
         return row[self.meta_key] not in DERIVED_META_KEYS
 
     def flush(self, rows: list[tuple]) -> None:
-        """Write rows (without their leading rowid) into the target in one transaction."""
-        values = [r[1:] for r in rows if self._keep(r[1:])]
-        if not values:
+        """Write rows (rowid first, then the columns) into the target in one transaction."""
+        if self.strays:
+            rows = [r for r in rows if not self._divert(r)]
+        dropped = [r[0] for r in rows if not self._keep(r[1:])]
+        if dropped:
+            self.ignored_rowids.update(dropped)
+            rows = [r for r in rows if self._keep(r[1:])]
+        if not rows:
             return
+        values = [r[1:] for r in rows]
         try:
             self.store.write(lambda conn: conn.executemany(self.insert, values))
-            kept = values
+            kept = list(range(len(rows)))
+            refused: list[tuple[int, str]] = []
         except sqlite3.IntegrityError:
             # The result is applied only after the commit: store.write may replay fn.
-            kept, rejected, errors = self.store.write(lambda c: self._insert_one_by_one(c, values))
-            self.result.rejected += rejected
+            kept, refused, notes = self.store.write(lambda c: self._insert_one_by_one(c, values))
             room = max(0, MAX_REJECT_SAMPLES - len(self.result.errors))
-            self.result.errors.extend(errors[:room])
+            self.result.errors.extend(notes[:room])
+        for i in kept:
+            self.copied_rowids.add(rows[i][0])
+        for i, error in refused:
+            self.rejected_rowids.add(rows[i][0])
+            self.lost.add(
+                self.table,
+                "rejected by the target's constraints",
+                rows[i][0],
+                None,
+                dict(zip(self.columns, values[i], strict=True)),
+                error,
+            )
+        self.result.rejected += len(refused)
+        self.result.to_lost_and_found += len(refused)
         self.result.copied += len(kept)
         if self.meta_key is not None:
-            self.meta_keys.update(v[self.meta_key] for v in kept)
+            self.meta_keys.update(values[i][self.meta_key] for i in kept)
         if self.progress is not None:
             self.progress(self.table, self.result.copied, self.result.source_rows)
 
+    def _divert(self, row: tuple) -> bool:
+        """Keep a row aside if it is a damaged-rowid cell's; tell whether it was."""
+        values = self.strays.get(row[0])
+        if values is None or tuple(row[1:]) != values:
+            return False
+        del self.strays[row[0]]
+        self.diverted.add(row[0])
+        self.lost.add(
+            self.table,
+            salvage.BAD_ROWID,
+            row[0],
+            None,
+            dict(zip(self.columns, row[1:], strict=True)),
+        )
+        self.result.to_lost_and_found += 1
+        return True
+
     def _insert_one_by_one(
         self, conn: sqlite3.Connection, values: list[tuple]
-    ) -> tuple[list[tuple], int, list[str]]:
-        """Insert rows one at a time; return (rows kept, rows rejected, error texts)."""
-        kept: list[tuple] = []
-        rejected = 0
-        errors: list[str] = []
-        for value in values:
+    ) -> tuple[list[int], list[tuple[int, str]], list[str]]:
+        """Insert rows one at a time; return (indexes kept, (index, error) refused, notes)."""
+        kept: list[int] = []
+        refused: list[tuple[int, str]] = []
+        notes: list[str] = []
+        for i, value in enumerate(values):
             try:
                 conn.execute(self.insert, value)
-                kept.append(value)
+                kept.append(i)
                 continue
             except sqlite3.IntegrityError as exc:
                 error = str(exc)
@@ -529,14 +676,14 @@ class _TableCopier:
                 retitled[self.title_pos] = None
                 try:
                     conn.execute(self.insert, retitled)
-                    kept.append(tuple(retitled))
-                    errors.append(f"title {value[self.title_pos]!r} cleared: {error}")
+                    kept.append(i)
+                    notes.append(f"title {value[self.title_pos]!r} cleared: {error}")
                     continue
                 except sqlite3.IntegrityError as exc:
                     error = str(exc)
-            rejected += 1
-            errors.append(f"row rejected: {error}")
-        return kept, rejected, errors
+            refused.append((i, error))
+            notes.append(f"row rejected: {error}")
+        return kept, refused, notes
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -765,7 +912,7 @@ def _reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
         )
     cleared = conn.execute(
         "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IS NOT NULL "
-        "AND parent_session_id NOT IN (SELECT id FROM sessions)"
+        "AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = sessions.parent_session_id)"
     ).rowcount
     return len(orphans), cleared
 
@@ -815,11 +962,30 @@ def _references(sql: str, names: set[str]) -> set[str]:
     return {n for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", sql)}
 
 
+def _schema_from_pages(copy: Path) -> list[tuple[str, str, str, str]] | None:
+    """Return schema rows read off sqlite_master's surviving leaf pages (page 1 unreadable)."""
+    fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy
+    try:
+        raw = pages.Pages(fd, os.fstat(fd).st_size)
+        found = salvage.schema_records(raw, raw.table_leaves(set()))
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
+    rows = sorted(found.items(), key=lambda item: (order[item[1][0]], item[1][2]))
+    return [(kind, name, tbl, sql) for name, (kind, tbl, _root, sql) in rows]
+
+
 def _source_layout(
-    src: sqlite3.Connection, target: Path, report: RecoveryReport
+    src: sqlite3.Connection | None,
+    target: Path,
+    report: RecoveryReport,
+    rows: list[tuple[str, str, str, str]] | None = None,
 ) -> tuple[Store, _Plan] | None:
     """Create the target with the source's own schema; None when the schema is unusable."""
-    rows = _read_schema(src)
+    if rows is None:
+        rows = _read_schema(src) if src is not None else None
     if not rows:
         return None
     tables = {n: sql for t, n, _tb, sql in rows if t == "table"}
@@ -827,22 +993,25 @@ def _source_layout(
         return None
     virtual = {n for n, sql in tables.items() if _VIRTUAL_RE.match(sql)}
     shadow = {n for n in tables if _shadow_of(n, virtual)}
-    try:
-        journal_mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-    except sqlite3.DatabaseError:
-        journal_mode = None
+    journal_mode = None
+    if src is not None:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            journal_mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
     store = create_bare_store(
-        target, page_size=_pragma(src, "page_size"), journal_mode=journal_mode
+        target,
+        page_size=_pragma(src, "page_size") if src is not None else None,
+        journal_mode=journal_mode,
     )
     plan = _Plan(layout="source", tables=[])
     for key in ("application_id", "user_version"):
-        value = _pragma(src, key)
+        value = _pragma(src, key) if src is not None else None
         if value:
             plan.header[key] = value
-    with contextlib.suppress(sqlite3.DatabaseError):
-        plan.sequences = {
-            str(n): int(v) for n, v in src.execute("SELECT name, seq FROM sqlite_sequence")
-        }
+    if src is not None:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            plan.sequences = {
+                str(n): int(v) for n, v in src.execute("SELECT name, seq FROM sqlite_sequence")
+            }
     failed: set[str] = set()
 
     def create(name: str, ddl: str) -> bool:
@@ -873,7 +1042,7 @@ def _source_layout(
             if _WITHOUT_ROWID_RE.search(sql.strip()):
                 plan.without_rowid.add(name)
     for name in failed & set(tables) - virtual:
-        report.not_copied[name] = _count(src, name)
+        report.not_copied[name] = _count(src, name) if src is not None else None
     for _type, name, _tbl, sql in rows:
         if _type == "index" and sql and not _references(sql, failed):
             create(name, sql)
@@ -968,15 +1137,35 @@ def _finish_layout(store: Store, plan: _Plan, report: RecoveryReport) -> None:
 
 
 def _verify(
-    store: Store, report: RecoveryReport, meta_keys: set[str], expected_version: int | None
+    store: Store,
+    report: RecoveryReport,
+    meta_keys: set[str],
+    expected_version: int | None,
+    index_check: _IndexCheck | None = None,
 ) -> Verification:
     """Check the finished target: integrity, foreign keys, FTS, schema version, counts."""
     conn = store.conn
     v = Verification(expected_schema_version=expected_version)
-    v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
-    v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
+    # The search-index checks take most of the time: they run on a second connection, beside
+    # the b-tree checks (sqlite3 releases the GIL while SQLite works).
+    # FTS5's own checks (the slowest part; each is a write statement, so one at a time) run on
+    # a second connection while this one checks the b-trees and the indexes' row sets.
+    checks = [index_check] if index_check is not None else []
+    covered = set() if index_check is None else set(index_check.tables or fts.fts5_tables(conn))
+    rest = set(fts.fts5_tables(conn)) - covered  # FTS5 tables the copy's check did not cover
+    if rest:
+        checks.append(_IndexCheck(store.path, rest))  # on a connection of its own
+    try:
+        v.integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check")]
+        v.foreign_key_violations = len(conn.execute("PRAGMA foreign_key_check").fetchall())
+        problems = fts.integrity_check(conn, tables=()) + cjk.integrity_problems(conn)
+    finally:
+        for check in checks:
+            check.wait()
+    for check in checks:
+        problems.extend(check.problems())
     v.fts_checked = True
-    v.fts_problems = [str(p) for p in fts.integrity_check(conn) + cjk.integrity_problems(conn)]
+    v.fts_problems = list(dict.fromkeys(str(p) for p in problems))
     v.schema_version = schema.stored_version(conn)
     for name, t in report.tables.items():
         if t.status == "absent":
@@ -1013,7 +1202,9 @@ def _table_status(result: TableResult, report: RecoveryReport) -> str:
     skipped = any(r.table == result.name for r in report.skipped_ranges)
     if skipped or result.rejected:
         return "partial" if result.copied else "unreadable"
-    if result.source_rows is not None and result.copied < result.source_rows:
+    if result.copied < max(result.source_rows or 0, result.on_pages or 0):
+        return "partial"
+    if result.to_lost_and_found or result.unreadable_cells or result.unreadable_pages:
         return "partial"
     return "copied" if result.copied else "empty"
 
@@ -1038,20 +1229,22 @@ def _copy_plain(
 
 
 def _copy_tables(
-    src: sqlite3.Connection,
+    src: sqlite3.Connection | None,
     copy: Path,
     store: Store,
     plan: _Plan,
     report: RecoveryReport,
     progress: Progress | None,
+    lost: salvage.LostAndFound,
 ) -> set[str]:
-    """Copy the rows of every planned table; return the state_meta keys copied."""
+    """Copy the rows of every planned table, then check each against the pages and read what
+    SQLite could not; return the state_meta keys copied."""
     meta_keys: set[str] = set()
-    tables = _source_tables(src)
+    tables = _source_tables(src) if src is not None else {}
     budget = _Budget()
     for name in schema.LEDGER_TABLES:
-        report.excluded[name] = _count(src, name) if name in tables else None
-    if plan.layout == "fallback":
+        report.excluded[name] = _count(src, name) if src is not None and name in tables else None
+    if plan.layout == "fallback" and src is not None:
         for name in sorted(tables):
             if name in plan.tables or name in schema.LEDGER_TABLES or _is_derived(name, tables):
                 continue
@@ -1059,9 +1252,26 @@ def _copy_tables(
         for name in FALLBACK_TABLES:
             if name not in tables and name != "delivery_obligations":
                 report.tables[name] = TableResult(name, None, status="absent")
-    damaged: list[tuple[_TableCopier, list[tuple]]] = []
+    copiers: dict[str, _TableCopier] = {}
+    scans: dict[str, pages.TreeScan | None] = {}
+    raw = _raw_pages(copy, report)
+    master = _master(src)
+    shapes: dict[str, salvage.Shape] = {}
+    if raw is not None:
+        if not {"sessions", "messages"} <= set(master):
+            # The schema is damaged: its rows may still sit on leaf pages of sqlite_master.
+            for name, rec in salvage.schema_records(raw, raw.table_leaves(set())).items():
+                master.setdefault(name, rec)
+        shapes = _shapes(src, store, master)
+
+    def make_copier(name: str, cols: list[str]) -> _TableCopier:
+        result = report.tables.get(name)
+        if result is None or result.status == "absent":
+            result = report.tables[name] = TableResult(name, None)
+        return _TableCopier(src, store, result, cols, report, budget, progress, lost)
+
     for name in plan.tables:
-        if name in schema.LEDGER_TABLES or name == cjk.PENDING_TABLE:
+        if src is None or name in schema.LEDGER_TABLES or name == cjk.PENDING_TABLE:
             continue  # the ledger is excluded; the CJK queue is rebuilt
         result = TableResult(name, _count(src, name))
         report.tables[name] = result
@@ -1080,14 +1290,21 @@ def _copy_tables(
         if name in plan.without_rowid:
             _copy_plain(src, store, result, cols)
             continue
-        skipped_before = len(report.skipped_ranges)
-        copier = _TableCopier(src, store, result, cols, report, budget, progress)
+        copier = _TableCopier(src, store, result, cols, report, budget, progress, lost)
+        if raw is not None:
+            scans[name] = _prewalk(raw, master, shapes, name, copier)
         copier.run()
+        copiers[name] = copier
+    if raw is not None:
+        try:
+            _page_pass(src, raw, master, shapes, scans, store, report, copiers, make_copier, lost)
+        except (OSError, ValueError) as exc:
+            report.notes.append(f"page-level salvage stopped: {exc}")
+        finally:
+            os.close(raw.fd)
+    lost.flush()
+    for copier in copiers.values():
         meta_keys |= copier.meta_keys
-        if len(report.skipped_ranges) > skipped_before:
-            damaged.append((copier, src_info))
-    if damaged and not report.header_rewritten:
-        _salvage_orphan_pages(src, copy, damaged, report)
     position = {name: i for i, name in enumerate(plan.tables)}
     report.skipped_ranges.sort(key=lambda r: (position.get(r.table, 0), r.first_rowid))
     for result in report.tables.values():
@@ -1104,84 +1321,289 @@ def _source_info(conn: sqlite3.Connection, table: str) -> list[tuple]:
         return []
 
 
-def _defaults(info: list[tuple]) -> list[Any]:
-    """Evaluate each column's declared default (for records written before a column existed)."""
-    mem = sqlite3.connect(":memory:")
+def _master(src: sqlite3.Connection | None) -> dict[str, tuple[str, str, int, str]]:
+    """Return the source's schema rows {name: (type, tbl_name, rootpage, sql)}, best effort."""
+    if src is None:
+        return {}
     try:
-        out = []
-        for row in info:
-            dflt = row[4]
-            try:
-                out.append(None if dflt is None else mem.execute(f"SELECT {dflt}").fetchone()[0])
-            except sqlite3.Error:
-                out.append(None)
-        return out
-    finally:
-        mem.close()
+        rows = src.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")
+        return {str(n): (str(t), str(tb), int(r or 0), sql or "") for t, n, tb, r, sql in rows}
+    except sqlite3.DatabaseError:
+        return {}
 
 
-def _salvage_orphan_pages(
-    src: sqlite3.Connection,
-    copy: Path,
-    damaged: list[tuple[_TableCopier, list[tuple]]],
-    report: RecoveryReport,
-) -> None:
-    """Read rows of damaged tables from leaf pages their b-trees no longer reach."""
-    try:
-        roots = {int(r[0]) for r in src.execute("SELECT rootpage FROM sqlite_master") if r[0]}
-        roots.add(1)  # sqlite_master's own b-tree
-    except sqlite3.DatabaseError as exc:
-        report.notes.append(f"page-level salvage skipped: root pages unreadable ({exc})")
-        return
-    ranges: dict[str, list[SkippedRange]] = {}
-    for r in report.skipped_ranges:
-        ranges.setdefault(r.table, []).append(r)
-    shapes = []
-    for copier, info in damaged:
-        cols = [r[1] for r in info]
-        pks = [r for r in info if r[5]]
-        alias = (
-            cols.index(pks[0][1]) if len(pks) == 1 and str(pks[0][2]).upper() == "INTEGER" else None
+def _shapes(
+    src: sqlite3.Connection | None, store: Store, master: dict[str, tuple[str, str, int, str]]
+) -> dict[str, salvage.Shape]:
+    """Return the record shape of every table the source has or the target expects."""
+    tables = {n: sql for n, (t, _tb, _r, sql) in master.items() if t == "table"}
+    out: dict[str, salvage.Shape] = {}
+    for name, sql in tables.items():
+        if _VIRTUAL_RE.match(sql) or (name.startswith("sqlite_") and name != "sqlite_sequence"):
+            continue
+        derived = _is_derived(name, tables) or name in schema.LEDGER_TABLES
+        info = _source_info(src, name) if src is not None else []
+        shape = (
+            salvage.Shape.from_info(name, info, derived=derived)
+            if info
+            else salvage.shape_from_sql(name, sql, derived=derived)
         )
-        positions = [cols.index(c) for c in copier.columns]
-        # A row of this table has at least every NOT NULL column without a default.
-        required = [i for i, r in enumerate(info) if r[3] and r[4] is None and i != alias]
-        shapes.append((copier, len(cols), alias, positions, _defaults(info), required))
-    found: dict[str, dict[int, tuple]] = {copier.table: {} for copier, *_ in shapes}
+        if shape is not None:
+            out[name] = shape
+    for name in _target_tables(store):
+        if name not in out:
+            info = [
+                tuple(r) for r in store.conn.execute(f"PRAGMA table_info({schema.quote(name)})")
+            ]
+            derived = name in schema.LEDGER_TABLES or name in (cjk.PENDING_TABLE,)
+            out[name] = salvage.Shape.from_info(name, info, derived=derived)
+    return out
+
+
+def _target_tables(store: Store) -> list[str]:
+    """Return the ordinary rowid tables of the target (not FTS, not SQLite's own)."""
+    rows = store.conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).fetchall()
+    tables = {n: sql or "" for n, sql in rows}
+    return [
+        n
+        for n, sql in tables.items()
+        if not _is_derived(n, tables)
+        and not _WITHOUT_ROWID_RE.search(sql.strip())
+        and n != salvage.LOST_AND_FOUND
+        and n not in schema.LEDGER_TABLES
+    ]
+
+
+def _page_row(copier: _TableCopier, shape: salvage.Shape, rowid: int, fields: list) -> tuple:
+    """Return a row for copier.flush from a decoded record."""
+    values = shape.row(rowid, fields)
+    return (rowid, *(values.get(c) for c in copier.columns))
+
+
+def _complete_from_pages(
+    copier: _TableCopier,
+    raw: pages.Pages,
+    scan: pages.TreeScan,
+    shape: salvage.Shape,
+    lost: salvage.LostAndFound,
+) -> None:
+    """Copy the rows the table's leaf pages hold that SQLite's cursor did not return."""
+    result = copier.result
+    result.on_pages = scan.count
+    result.unreadable_cells += scan.bad_cells
+    done = copier.copied_rowids | copier.rejected_rowids | copier.ignored_rowids | copier.diverted
+    batch: list[tuple] = []
+    for rowid in sorted(r for r in scan.cells if r not in done):
+        page, index = scan.cells[rowid]
+        try:
+            _, fields = raw.cell(page, index)
+        except (ValueError, IndexError, struct.error):
+            result.unreadable_cells += 1
+            continue
+        if not shape.fits(fields):
+            lost.add(copier.table, salvage.MISFIT, rowid, page, fields)
+            result.to_lost_and_found += 1
+        elif (page, index) in scan.strays and shape.alias is not None:
+            # The rowid is the row's identity (messages.id): a damaged one would be a wrong row.
+            lost.add(copier.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
+            result.to_lost_and_found += 1
+        else:
+            batch.append(_page_row(copier, shape, rowid, fields))
+            if len(batch) >= CHUNK_ROWS:
+                copier.flush(batch)
+                batch = []
+    copier.flush(batch)
+    result.from_pages = sum(1 for r in scan.cells if r in copier.copied_rowids and r not in done)
+    result.on_pages -= sum(1 for r in copier.ignored_rowids if r in scan.cells)
+    for rowid, page, index in scan.duplicates:
+        if rowid in copier.diverted and (page, index) in scan.strays:
+            continue  # already kept aside when SQLite's cursor returned it
+        try:
+            _, fields = raw.cell(page, index)
+        except (ValueError, IndexError, struct.error):
+            result.unreadable_cells += 1
+            continue
+        lost.add(copier.table, salvage.DUPLICATE, rowid, page, fields)
+        result.to_lost_and_found += 1
+    if result.from_pages:
+        report_note = (
+            f"{copier.table}: {result.from_pages} rows its leaf pages hold were read from the "
+            "pages (SQLite's cursor did not return them)"
+        )
+        copier.report.notes.append(report_note)
+
+
+def _raw_pages(copy: Path, report: RecoveryReport) -> pages.Pages | None:
+    """Open the work copy's raw pages (the caller closes .fd); None when they cannot be read."""
     fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy: no live locks to lose
     try:
-        raw = pages.Pages(fd, os.fstat(fd).st_size)
-        for rowid, fields in raw.orphan_rows(roots):
-            fits = [
-                shape
-                for shape in shapes
-                if len(fields) <= shape[1]
-                and all(i < len(fields) and fields[i] is not None for i in shape[5])
-                and any(r.first_rowid <= rowid <= r.last_rowid for r in ranges[shape[0].table])
-            ]
-            if len(fits) > 1:
-                fits = [shape for shape in fits if len(fields) == shape[1]]
-            if len(fits) != 1:
-                continue  # no damaged table, or more than one, could own this row
-            copier, ncols, alias, positions, defaults, _required = fits[0]
-            full = fields + defaults[len(fields) : ncols]
-            if alias is not None:
-                full[alias] = rowid
-            found[copier.table][rowid] = (rowid, *(full[i] for i in positions))
+        return pages.Pages(fd, os.fstat(fd).st_size)
     except (OSError, ValueError) as exc:
-        report.notes.append(f"page-level salvage stopped: {exc}")
-    finally:
         os.close(fd)
-    for copier, *_ in shapes:
-        rows = [found[copier.table][k] for k in sorted(found[copier.table])]
-        for i in range(0, len(rows), CHUNK_ROWS):
-            copier.flush(rows[i : i + CHUNK_ROWS])
-        copier.result.from_orphan_pages = len(rows)
-        if rows:
+        report.notes.append(f"page-level salvage skipped: {exc}")
+        return None
+
+
+def _prewalk(
+    raw: pages.Pages,
+    master: dict[str, tuple[str, str, int, str]],
+    shapes: dict[str, salvage.Shape],
+    name: str,
+    copier: _TableCopier,
+) -> pages.TreeScan | None:
+    """Walk a table's b-tree before it is copied, so rows under damaged rowids are known."""
+    rec = master.get(name)
+    if rec is None or rec[2] <= 0 or name not in shapes:
+        return None
+    scan = raw.walk_table(rec[2])
+    shape = shapes[name]
+    if shape.alias is None:
+        return scan  # the rowid is not the row's identity: a damaged one changes no value
+    for page, index in scan.strays:
+        try:
+            rowid, fields = raw.cell(page, index)
+        except (ValueError, IndexError, struct.error):
+            continue
+        if shape.fits(fields):
+            values = shape.row(rowid, fields)
+            copier.strays[rowid] = tuple(values.get(c) for c in copier.columns)
+    return scan
+
+
+def _page_pass(
+    src: sqlite3.Connection | None,
+    raw: pages.Pages,
+    master: dict[str, tuple[str, str, int, str]],
+    shapes: dict[str, salvage.Shape],
+    prewalked: dict[str, pages.TreeScan | None],
+    store: Store,
+    report: RecoveryReport,
+    copiers: dict[str, _TableCopier],
+    make_copier: Callable[[str, list[str]], _TableCopier],
+    lost: salvage.LostAndFound,
+) -> None:
+    """Check each table against its leaf pages, read what SQLite missed, and read the leaf pages
+    no b-tree reaches (by the shape of their records)."""
+    scans: dict[str, pages.TreeScan] = {}
+    for name, copier in copiers.items():
+        scan = prewalked.get(name)
+        if scan is None:
+            continue
+        scans[name] = scan
+        _complete_from_pages(copier, raw, scan, shapes[name], lost)
+    # Tables of the target that SQLite could not read at all but whose root page is known
+    # (a target in the source's layout takes the source's version row too).
+    wanted = _target_tables(store)
+    if report.layout == "source" and "schema_version" not in copiers:
+        wanted.append("schema_version")
+    for name in wanted:
+        rec = master.get(name)
+        if name in copiers or rec is None or rec[2] <= 0 or name not in shapes:
+            continue
+        shape = shapes[name]
+        copier = make_copier(name, [c for c in store.columns(name) if c in shape.columns])
+        copiers[name] = copier
+        scans[name] = raw.walk_table(rec[2])
+        _complete_from_pages(copier, raw, scans[name], shape, lost)
+    _unattached(raw, master, shapes, scans, copiers, make_copier, store, report, lost)
+    for name, scan in scans.items():
+        _report_holes(copiers[name], scan, report)
+
+
+def _unattached(
+    raw: pages.Pages,
+    master: dict[str, tuple[str, str, int, str]],
+    shapes: dict[str, salvage.Shape],
+    scans: dict[str, pages.TreeScan],
+    copiers: dict[str, _TableCopier],
+    make_copier: Callable[[str, list[str]], _TableCopier],
+    store: Store,
+    report: RecoveryReport,
+    lost: salvage.LostAndFound,
+) -> None:
+    """Read table leaf pages that no b-tree reaches: cut off by damage, or deleted data."""
+    roots = {rec[2] for rec in master.values() if rec[2] > 0} | {1}
+    reach = raw.reachable(roots)
+    for scan in scans.values():
+        reach |= scan.pages
+    free = raw.freelist()
+    # A freelist the header no longer points to (pointer zeroed or repaired away) still shows
+    # in the shape of its trunk pages among the pages no b-tree reaches.
+    free |= raw.free_by_shape(set(range(2, raw.count + 1)) - reach - free)
+    leaves = list(raw.table_leaves(reach | free | {1}))
+    for page in raw.table_leaves(reach | {1}):
+        if page in free:
+            report.deleted_rows_seen += sum(1 for _ in raw.leaf_cells(page))
+    targets = set(_target_tables(store))
+    candidates = [s for s in shapes.values() if s.table in targets or s.derived]
+    candidates += salvage.derived_shapes()
+    names = frozenset(shapes) | frozenset(master)
+    found: dict[str, list[tuple]] = {}
+    for page in leaves:
+        cells = list(raw.leaf_cells(page))
+        shape = salvage.choose(candidates, cells, names)
+        for _i, rowid, fields in cells:
+            if fields is None:
+                continue
+            if shape is None or not shape.fits(fields):
+                lost.add(None, salvage.UNATTRIBUTED, rowid, page, fields)
+                continue
+            if shape.derived:
+                continue  # an index's or the ledger's page: rebuilt or excluded anyway
+            table = shape.table
+            scan = scans.get(table)
+            copier = copiers.get(table)
+            have = copier.copied_rowids if copier is not None else set()
+            if rowid in have or (scan is not None and not scan.in_hole(rowid)):
+                lost.add(table, salvage.UNATTACHED, rowid, page, shape.row(rowid, fields))
+                continue
+            if copier is None:
+                cols = [c for c in store.columns(table) if c in shape.columns]
+                copier = copiers[table] = make_copier(table, cols)
+            found.setdefault(table, []).append(_page_row(copier, shape, rowid, fields))
+    for table, rows in found.items():
+        copier = copiers[table]
+        unique = {r[0]: r for r in rows}
+        ordered = [unique[k] for k in sorted(unique)]
+        before = set(copier.copied_rowids)
+        for i in range(0, len(ordered), CHUNK_ROWS):
+            copier.flush(ordered[i : i + CHUNK_ROWS])
+        got = sorted(copier.copied_rowids - before)
+        copier.result.from_orphan_pages += len(got)
+        if got:
             report.notes.append(
-                f"{copier.table}: {len(rows)} rows read from leaf pages cut off from its b-tree"
+                f"{table}: {len(got)} rows read from leaf pages cut off from its b-tree"
             )
-        _subtract_rowids(report, copier.table, sorted(found[copier.table]))
+        _subtract_rowids(report, table, got)
+    if lost.counts.get(salvage.UNATTACHED):
+        report.notes.append(
+            f"{lost.counts[salvage.UNATTACHED]} rows on pages no b-tree reaches (deleted, or "
+            "cut off) were kept in lost_and_found, not restored"
+        )
+
+
+def _report_holes(copier: _TableCopier, scan: pages.TreeScan, report: RecoveryReport) -> None:
+    """Report the parts of a table's b-tree that could not be read and were not made up for."""
+    if not scan.holes:
+        return
+    copied = sorted(copier.copied_rowids)
+    known = sorted(copier.copied_rowids | set(scan.cells))
+    mine = [r for r in report.skipped_ranges if r.table == copier.table]
+    for lo, hi in scan.holes:
+        if any(r.first_rowid <= hi and r.last_rowid > lo for r in mine):
+            continue  # already reported by the range reads
+        at = bisect.bisect_right(copied, lo)
+        if at < len(copied) and copied[at] <= hi:
+            continue  # rows of that subtree came back from pages cut off from it
+        first = max(lo + 1, known[0] if known else lo + 1)
+        last = min(hi, known[-1] if known else hi)
+        copier.result.unreadable_pages += 1
+        if first <= last:
+            report.skipped_ranges.append(
+                SkippedRange(copier.table, first, last, "a page of its b-tree is unreadable")
+            )
 
 
 def _subtract_rowids(report: RecoveryReport, table: str, rowids: list[int]) -> None:
@@ -1212,6 +1634,382 @@ def _remove_target(target: Path) -> None:
             member.unlink()
 
 
+def _healthy(src: sqlite3.Connection, report: RecoveryReport) -> bool:
+    """Tell whether the copy may be copied whole: intact header and schema, no index rebuild in
+    progress (its b-trees are checked by _quick_check while the copy runs)."""
+    if report.writable_schema:
+        return False  # (a repaired header is fine: the b-trees are checked during the copy)
+    try:
+        tables = _source_tables(src)
+        if not {"sessions", "messages", "schema_version"} <= set(tables):
+            return False
+        if "state_meta" in tables:
+            marks = ", ".join("?" * len(REBUILD_META_KEYS))
+            if src.execute(
+                f"SELECT 1 FROM state_meta WHERE key IN ({marks}) LIMIT 1",
+                tuple(sorted(REBUILD_META_KEYS)),
+            ).fetchone():
+                return False
+    except sqlite3.DatabaseError:
+        return False
+    return True
+
+
+class _IndexCheck:
+    """FTS5's integrity checks of a healthy source copy, run in a thread during the copy.
+
+    VACUUM INTO copies the indexes' shadow tables row for row, so the copy's deep checks (each
+    index against the messages it covers) hold for the target too; the target's own b-trees
+    and the indexes' row sets are checked on the target itself.
+    """
+
+    def __init__(self, copy: Path, tables: Collection[str] | None = None) -> None:
+        self.copy = copy
+        self.tables = tables  # the FTS5 tables checked here (None: all of them)
+        self.result: list[str] | BaseException | None = None
+        self.conn: sqlite3.Connection | None = None
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="recover-fts-check")
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            conn = self.conn = sqlite3.connect(self.copy, isolation_level=None, timeout=600)
+        except BaseException as exc:
+            self.result = exc
+            return
+        finally:
+            self.ready.set()
+        try:
+            found = fts.integrity_check(conn, tables=self.tables, row_sets=False)
+            self.result = [str(p) for p in found]
+        except BaseException as exc:
+            self.result = exc
+        finally:
+            conn.close()
+
+    def wait(self) -> None:
+        """Wait for the checks to end, whatever they found."""
+        self.thread.join()
+
+    def cancel(self) -> None:
+        """Stop the checks (their result is not wanted) and wait for the thread."""
+        self.ready.wait()
+        if self.conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.interrupt()
+        self.thread.join()
+
+    def problems(self) -> list[str]:
+        """Wait for the checks and return the problems they found."""
+        self.thread.join()
+        if isinstance(self.result, BaseException):
+            raise self.result
+        return list(self.result or [])
+
+
+def _quick_check(copy: Path, out: list[bool]) -> None:
+    """Append whether SQLite's quick_check passes on the copy (every page read, every b-tree's
+    order checked): the condition for copying it whole."""
+    conn = sqlite3.connect(f"{copy.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        out.append([r[0] for r in conn.execute("PRAGMA quick_check")] == ["ok"])
+    except sqlite3.DatabaseError:
+        out.append(False)
+    finally:
+        conn.close()
+
+
+def _copy_whole(
+    copy: Path,
+    src: sqlite3.Connection,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+) -> tuple[Store, _IndexCheck] | None:
+    """Copy a healthy source into the target with VACUUM INTO, minus the runtime ledger, with
+    the search indexes' checks running meanwhile; None (and no target) when the copy's b-trees
+    turn out damaged."""
+    try:
+        mode = str(src.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    except sqlite3.DatabaseError:
+        mode = "delete"
+    # The largest index is checked on the copy from the start, on the other core; the others
+    # on the target once it is written (FTS5 checks are write statements: one per file at once).
+    largest = {fts.TRIGRAM_TABLE} & set(fts.fts5_tables(src))
+    check = _IndexCheck(copy, largest or None)
+    healthy: list[bool] = []
+    _quick_check(copy, healthy)  # a damaged copy is salvaged instead of copied whole
+    if not all(healthy):
+        check.cancel()
+        return None
+    store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
+    try:
+        try:
+            src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
+            src.execute("VACUUM INTO ?", (str(target),))
+            src.execute("PRAGMA query_only=ON")
+        except sqlite3.DatabaseError:
+            check.cancel()  # damage quick_check does not see: salvage instead
+            store.close()
+            _remove_target(target)
+            return None
+        tables = _source_tables(src)
+        report.method = "copy"
+        report.search_indexes = "copied"
+        for name in schema.LEDGER_TABLES:
+            report.excluded[name] = _count(src, name) if name in tables else None
+        for name in (*[t for t in FIRST_TABLES if t in tables], *tables):
+            if name in report.tables or _is_derived(name, tables) or name in schema.LEDGER_TABLES:
+                continue
+            n = _count(src, name)
+            report.tables[name] = TableResult(
+                name, n, copied=n or 0, status="copied" if n else "empty"
+            )
+            if progress is not None:
+                progress(name, n or 0, n)
+
+        def drop_ledger(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA secure_delete=ON")  # excluded rows must not linger in free pages
+            for name in schema.LEDGER_TABLES:
+                if name in tables:
+                    conn.execute(f"DELETE FROM {schema.quote(name)}")
+            if "sqlite_sequence" in tables:
+                conn.executemany(
+                    "DELETE FROM sqlite_sequence WHERE name = ?",
+                    [(n,) for n in schema.LEDGER_TABLES],
+                )
+
+        store.write(drop_ledger)
+        store.forget_columns()
+        if mode == "wal":
+            store.conn.execute("PRAGMA journal_mode=WAL")
+            store.journal_mode = "wal"
+    except BaseException:
+        check.cancel()
+        store.close()
+        _remove_target(target)
+        raise
+    return store, check
+
+
+def _recover_copy(
+    copy: Path,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+    copy_whole: bool = True,
+) -> None:
+    """Salvage the work copy into the target and verify it (the core of recover())."""
+    src = _open_copy(copy, report)
+    try:
+        store: Store | None = None
+        plan: _Plan | None = None
+        index_check: _IndexCheck | None = None
+        if copy_whole and src is not None and _healthy(src, report):
+            whole = _copy_whole(copy, src, target, report, progress)
+            if whole is None:
+                report.method = "salvage"
+                report.search_indexes = "rebuilt"
+                report.tables.clear()
+                report.excluded.clear()
+            else:
+                store, index_check = whole
+                plan = _Plan(layout="source", tables=list(report.tables))
+        if store is None:
+            made = _source_layout(src, target, report) if src is not None else None
+            if made is None and (src is None or _read_schema(src) is None):
+                rows = _schema_from_pages(copy)
+                made = _source_layout(None, target, report, rows) if rows else None
+                if made is not None:
+                    report.schema_from_pages = True
+                    report.notes.append(
+                        "the schema was unreadable; it was read from the leaf pages of "
+                        "sqlite_master that survive, and each table from its own pages"
+                    )
+            if made is None:
+                if src is not None:
+                    report.notes.append(
+                        "the source's schema could not be used; its known tables were copied "
+                        f"into a new schema-{schema.SCHEMA_VERSION} store"
+                    )
+                made = _fallback_layout(target, src)
+            store, plan = made
+        report.layout = plan.layout
+        expected: int | None = schema.SCHEMA_VERSION
+        if plan.layout == "source" and src is not None:
+            with contextlib.suppress(sqlite3.DatabaseError):
+                expected = schema.stored_version(src)
+        try:
+            meta_keys: set[str] = set()
+            lost = salvage.LostAndFound(store)
+            store.conn.execute("PRAGMA foreign_keys=OFF")  # rows arrive parents-last
+            if report.method == "copy":
+                meta_keys = _meta_keys(store)
+            else:
+                if plan.gated:
+                    _pause_fts_triggers(store)
+                meta_keys = _copy_tables(src, copy, store, plan, report, progress, lost)
+            for table, n in salvage.quarantine_invalid(store, lost).items():
+                result = report.tables.get(table)
+                if result is not None:
+                    result.copied -= n
+                    result.to_lost_and_found += n
+                    result.status = "partial"
+            report.placeholder_sessions, report.parents_cleared = store.write(_reconcile_orphans)
+            if report.method != "copy":
+                _finish_layout(store, plan, report)
+            lost.flush()
+            report.lost_and_found = dict(lost.counts)
+            store.conn.execute("PRAGMA foreign_keys=ON")
+            if report.schema_from_pages:
+                expected = schema.stored_version(store.conn)  # whatever version the pages held
+            if index_check is not None and report.lost_and_found.get(salvage.INVALID):
+                index_check.wait()
+                index_check = None  # rows were moved out of the copy: check the target itself
+            report.verification = _verify(store, report, meta_keys, expected, index_check)
+        except BaseException:
+            if index_check is not None:
+                index_check.wait()
+            store.close()
+            _remove_target(target)  # half-made and unreported: free the path for a retry
+            raise
+        store.close()
+    finally:
+        if src is not None:
+            src.close()
+
+
+def _meta_keys(store: Store) -> set[str]:
+    """Return the state_meta keys of a whole copy."""
+    if not store.has_table("state_meta"):
+        return set()
+    return {str(k) for (k,) in store.conn.execute("SELECT key FROM state_meta")}
+
+
+def _score(report: RecoveryReport) -> int:
+    """Rate a salvage for choosing between two readings of one source (higher is better)."""
+    copied = sum(t.copied for t in report.tables.values())
+    bad = sum(t.to_lost_and_found + t.unreadable_cells for t in report.tables.values())
+    bad += sum(report.lost_and_found.values())
+    bad += sum(r.last_rowid - r.first_rowid + 1 for r in report.skipped_ranges if r.bounded)
+    bad += 100 * sum(t.unreadable_pages for t in report.tables.values())
+    return copied - 2 * bad - 20 * report.placeholder_sessions - 20 * report.parents_cleared
+
+
+def _wal_doubts(copy: Path) -> list[str]:
+    """Return reasons to doubt that the copied WAL belongs to the copied main file."""
+    wal = _sidecar(copy, "-wal")
+    doubts: list[str] = []
+    with open(wal, "rb") as f:  # the private copy
+        head = f.read(32)
+    with open(copy, "rb") as f:
+        main = f.read(100)
+    if len(head) < 32 or int.from_bytes(head[0:4], "big") not in (0x377F0682, 0x377F0683):
+        return ["its header is not a WAL header (SQLite ignores it)"]
+    wal_page = int.from_bytes(head[8:12], "big")
+    raw = int.from_bytes(main[16:18], "big")
+    if main[:16] == pages.SQLITE_MAGIC and wal_page != (65536 if raw == 1 else raw):
+        doubts.append(f"its page size {wal_page} is not the main file's")
+    frames = _wal_frames(wal, head)
+    if frames is not None:
+        db_pages, counter = frames
+        main_pages = copy.stat().st_size // max(512, wal_page)
+        main_counter = int.from_bytes(main[24:28], "big")
+        newer_wal = counter is not None and counter > main_counter  # e.g. a VACUUM's WAL
+        if counter is not None and main_counter > counter:
+            doubts.append("stale: the main file was changed after the WAL's last commit")
+        elif db_pages and main_pages > db_pages and not newer_wal:
+            doubts.append(
+                f"stale: the main file has {main_pages} pages, more than the WAL's last "
+                f"commit leaves ({db_pages})"
+            )
+    shm = _sidecar(copy, "-shm")
+    if shm.exists() and shm.stat().st_size >= 136:
+        with open(shm, "rb") as f:
+            index = f.read(48)
+        # The wal-index header repeats the salts of the WAL it indexes.
+        if int.from_bytes(index[12:16], "little") == 1 and index[40:48] != head[16:24]:
+            doubts.append("its salts are not the ones the shared-memory index records")
+    return doubts
+
+
+def _wal_frames(wal: Path, head: bytes) -> tuple[int, int | None] | None:
+    """Return (database pages after the WAL's last commit, its page 1 change counter)."""
+    page_size = int.from_bytes(head[8:12], "big")
+    if page_size < 512 or page_size & (page_size - 1):
+        return None
+    salts = head[16:24]
+    db_pages = 0
+    counter: int | None = None
+    pending: int | None = None
+    with open(wal, "rb") as f:  # the private copy
+        f.seek(32)
+        while True:
+            frame = f.read(24 + page_size)
+            if len(frame) < 24 + page_size or frame[8:16] != salts:
+                break  # the end of the frames this WAL header vouches for
+            page = int.from_bytes(frame[0:4], "big")
+            if page == 1:
+                pending = int.from_bytes(frame[24 + 24 : 24 + 28], "big")
+            commit = int.from_bytes(frame[4:8], "big")
+            if commit:
+                db_pages = commit
+                if pending is not None:
+                    counter = pending
+    return db_pages, counter
+
+
+def _judge_wal(
+    copy: Path,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+    copy_whole: bool = True,
+) -> RecoveryReport:
+    """Salvage with the copied WAL and, when it may not belong, without it; keep the better."""
+    bare_dir = copy.parent / "without-wal"
+    bare_dir.mkdir()
+    bare = bare_dir / copy.name
+    shutil.copyfile(copy, bare)  # before SQLite folds the WAL into the copy
+    doubts = _wal_doubts(copy)
+    _recover_copy(copy, target, report, progress, copy_whole)
+    if not doubts and (report.method == "copy" or not copy_whole):
+        report.wal = "replayed (its frames fit the main file)"
+        return report
+    alt_target = bare_dir / ("alt-" + target.name)
+    alt = RecoveryReport(
+        source=report.source,
+        target=report.target,
+        report_path=report.report_path,
+        allow_partial=report.allow_partial,
+        source_bundle=dict(report.source_bundle),
+        source_fingerprint=dict(report.source_fingerprint),
+    )
+    try:
+        _recover_copy(bare, alt_target, alt, None, copy_whole)
+    except RecoveryError:
+        report.wal = "replayed (without it the main file could not be read)"
+        return report
+    ours, theirs = _score(report), _score(alt)
+    why = "; ".join(doubts) or "the salvage with it found damage"
+    stale = any(d.startswith("stale") for d in doubts)
+    if theirs > ours or (stale and sum(t.copied for t in alt.tables.values())):
+        # A WAL older than its main file would put old page images over newer ones.
+        _remove_target(target)
+        os.replace(alt_target, target)
+        alt.wal = (
+            f"ignored: {why}"
+            if stale
+            else f"ignored: {why}; without it the salvage kept more ({theirs} vs {ours})"
+        )
+        alt.notes.append("the source's WAL was not replayed: " + alt.wal)
+        return alt
+    _remove_target(alt_target)
+    report.wal = f"replayed: {why}, but with it the salvage kept more ({ours} vs {theirs})"
+    return report
+
+
 def recover(
     source: str | os.PathLike[str],
     target: str | os.PathLike[str],
@@ -1219,8 +2017,13 @@ def recover(
     allow_partial: bool = False,
     report_path: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    copy_whole: bool = True,
 ) -> RecoveryReport:
-    """Salvage every readable row of the store at source into a new verified store at target."""
+    """Salvage every readable row of the store at source into a new verified store at target.
+
+    ``copy_whole=False`` reads a healthy source row by row too (as a damaged one is read),
+    instead of copying it whole.
+    """
     started = time.monotonic()
     source = Path(source).expanduser().absolute()
     target = Path(target).expanduser().absolute()
@@ -1238,47 +2041,19 @@ def recover(
         allow_partial=allow_partial,
     )
     work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=target.parent))
-    src: sqlite3.Connection | None = None
     try:
         copy = _copy_bundle(source, work, report)
-        src = _open_copy(copy, report)
-        made = _source_layout(src, target, report) if src is not None else None
-        if made is None:
-            if src is not None:
-                report.notes.append(
-                    "the source's schema could not be used; its known tables were copied into "
-                    f"a new schema-{schema.SCHEMA_VERSION} store"
-                )
-            made = _fallback_layout(target, src)
-        store, plan = made
-        report.layout = plan.layout
-        expected = schema.SCHEMA_VERSION
-        if plan.layout == "source" and src is not None:
-            with contextlib.suppress(sqlite3.DatabaseError):
-                expected = schema.stored_version(src)
-        try:
-            meta_keys: set[str] = set()
-            store.conn.execute("PRAGMA foreign_keys=OFF")  # rows arrive parents-last
-            if plan.gated:
-                _pause_fts_triggers(store)
-            if src is not None:
-                meta_keys = _copy_tables(src, copy, store, plan, report, progress)
-            report.placeholder_sessions, report.parents_cleared = store.write(_reconcile_orphans)
-            _finish_layout(store, plan, report)
-            store.conn.execute("PRAGMA foreign_keys=ON")
-            report.verification = _verify(store, report, meta_keys, expected)
-        except BaseException:
-            store.close()
-            _remove_target(target)  # half-made and unreported: free the path for a retry
-            raise
-        store.close()
+        wal = _sidecar(copy, "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            report = _judge_wal(copy, target, report, progress, copy_whole)
+        else:
+            _recover_copy(copy, target, report, progress, copy_whole)
     except sqlite3.DatabaseError as exc:
+        _remove_target(target)
         if is_corruption_error(exc):
             raise RecoveryError(f"Recovery stopped on unreadable data: {exc}") from exc
         raise
     finally:
-        if src is not None:
-            src.close()
         shutil.rmtree(work, ignore_errors=True)
     report.duration_s = time.monotonic() - started
     _write_report(report, report_file)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
+from hermes_state import values
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.content import content_text
 from hermes_state.errors import (
@@ -192,6 +193,7 @@ def get_session(store: Store, session_id: str) -> dict[str, Any] | None:
         return None
     out = {c: None for c in column_names("sessions")}
     out.update(dict(row))
+    values.clean_row(out)
     # Upstream layouts keep prompts content-addressed in a side table.
     if (
         out.get("system_prompt") is None
@@ -588,6 +590,7 @@ def list_sessions(
         started_after=started_after,
         started_before=started_before,
     )
+    where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
     if order == "active" and "last_activity_at" in live:
         order_sql = "COALESCE(s.last_activity_at, s.started_at) DESC, s.id DESC"
     else:
@@ -597,7 +600,10 @@ def list_sessions(
         + (f" WHERE {' AND '.join(where)}" if where else "")
         + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
     )
-    rows = [dict(r) for r in store.conn.execute(sql, [*params, int(limit), int(offset)])]
+    rows = [
+        values.clean_row(dict(r))
+        for r in store.conn.execute(sql, [*params, int(limit), int(offset)])
+    ]
     msg_cols = store.columns("messages")
     preview_sql = (
         "SELECT content FROM messages WHERE session_id = ? AND role = 'user'"
@@ -616,7 +622,8 @@ def list_sessions(
         trow = store.conn.execute(
             "SELECT MAX(timestamp) FROM messages WHERE session_id = ?", (r["id"],)
         ).fetchone()
-        candidates = [t for t in (trow[0], r.get("last_activity_at")) if t is not None]
+        latest = values.clean_value("timestamp", trow[0])
+        candidates = [t for t in (latest, r.get("last_activity_at")) if t is not None]
         r["last_active"] = max(candidates) if candidates else r["started_at"]
     return rows
 
@@ -645,6 +652,7 @@ def count_sessions(
         started_after=started_after,
         started_before=started_before,
     )
+    where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
     sql = "SELECT COUNT(*) FROM sessions s" + (f" WHERE {' AND '.join(where)}" if where else "")
     return int(store.conn.execute(sql, params).fetchone()[0])
 
