@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_cli import render
+from hermes_cli import render, store_views
 from hermes_cli.options import ForceFlag, YesFlag
 
 
@@ -48,7 +48,7 @@ def backup(
     # create_backup reports no progress of its own: a spinner with elapsed time.
     with render.progress("Backing up (SQLite backup, zip, checksums)"):
         result = lib.create_backup(get_hermes_home(), output, keep=keep, all_profiles=all_profiles)
-    render.backup_result(result)
+    store_views.backup_result(result)
     if not result.complete:
         raise typer.Exit(1)
 
@@ -77,11 +77,11 @@ def restore(
     with render.progress("Checking the archive (checksums, integrity, schema)"):
         prepared = lib.prepare_restore(archive, home, force=force)
     with prepared:
-        render.restore_plan(prepared.plan)
+        store_views.restore_plan(prepared.plan)
         render.confirm("Replace them with the archive's?", assume_yes=yes)
         with render.progress("Restoring (copy of the current store, then the archive's)"):
             result = prepared.apply()
-    render.restore_result(result)
+    store_views.restore_result(result)
 
 
 def register(app: Any) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_cli import output, render
+from hermes_state.content import content_text
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -559,7 +560,7 @@ def row_lines(row: Row, width: int, *, now: float | None = None) -> tuple[Text, 
 
 
 def _body(msg: dict[str, Any]) -> str:
-    return render.content_text(msg.get("content"))
+    return content_text(msg.get("content"))
 
 
 def _collapsed(label: str, detail: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from hermes_cli import output, records, render
+from hermes_cli import output, records, render, store_views
 from hermes_cli.options import (
     ColorOption,
     ForceFlag,
@@ -50,7 +50,7 @@ def lockowners(
     data = {"path": data.pop("db_path"), **data}  # the store path is `path` everywhere
     if output.emit(settings, data, records.lock_rows(data), records.LOCK_ROW_KEYS):
         return
-    render.lock_report(report)
+    store_views.lock_report(report)
 
 
 @command(app, "check", examples=["hermes db check", "hermes db check --format tsv"])
@@ -65,7 +65,7 @@ def check(
     with stores.read_store() as store:
         result = maintenance.check_store(store).to_dict()
     if not output.emit(settings, result, result["checks"], records.CHECK_KEYS):
-        render.check_report(result)
+        store_views.check_report(result)
     if not result["ok"]:
         raise typer.Exit(1)
 
@@ -78,7 +78,7 @@ def optimize(force: ForceFlag = False) -> None:
 
     with stores.write_store() as store, render.progress("Optimizing (search indexes, VACUUM)"):
         result = maintenance.optimize(store, vacuum=True, force=force)
-    render.optimize_result(result)
+    store_views.optimize_result(result)
 
 
 @command(
@@ -106,4 +106,4 @@ def migrate(force: ForceFlag = False, as_json: JsonFlag = False) -> None:
     if as_json:
         render.emit_json(outcome.to_dict())
         return
-    render.migrate_result(outcome)
+    store_views.migrate_result(outcome)

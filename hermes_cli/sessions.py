@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_cli import output, records, render
+from hermes_cli import output, records, render, session_views, store_views
 from hermes_cli.options import (
     AGE_HELP,
     UNLIMITED,
@@ -200,8 +200,8 @@ def list_sessions(
         render.echo("No sessions yet." if missing else "No sessions found.")
         return
     with pager.paging(settings):
-        render.session_list(rows, with_profile=all_profiles)
-    render.more_rows_hint(len(rows), offset, total, limit)
+        session_views.session_list(rows, with_profile=all_profiles)
+    session_views.more_rows_hint(len(rows), offset, total, limit)
 
 
 # --- search ---------------------------------------------------------------------------------
@@ -302,14 +302,14 @@ def search(
         "searched_back_to": hits.searched_back_to,
         "hits": shaped,
     }
-    render.search_notes(hits, sort=(sort or SearchSort.rank).value)
+    session_views.search_notes(hits, sort=(sort or SearchSort.rank).value)
     if output.emit(settings, document, shaped, records.HIT_KEYS):
         return
     if not hits:
         render.echo(f"No messages match {query!r}.")
         return
     with pager.paging(settings):
-        render.search_hits(hits, titles)
+        session_views.search_hits(hits, titles)
 
 
 def _check_sources(store: Any, sources: list[str] | None) -> None:
@@ -509,9 +509,9 @@ def show(
                 output.emit(settings, None, shaped, records.MESSAGE_KEYS)
             return
         with pager.paging(settings):
-            render.session_header(row, counts, include_all=include_all)
+            session_views.session_header(row, counts, include_all=include_all)
             render.echo()
-            shown = render.transcript(rows, reasoning=reasoning, skipped=skipped)
+            shown = session_views.transcript(rows, reasoning=reasoning, skipped=skipped)
             if not shown:
                 render.echo("(no messages)")
 
@@ -876,7 +876,7 @@ def prune(
                 exclude_sources=excluded,
                 started_after=started_after,
             )
-        render.prune_preview(preview)
+        store_views.prune_preview(preview)
         if dry_run:
             render.echo("Dry run: nothing deleted.")
             return
@@ -900,7 +900,7 @@ def prune(
                 # optimize() reports no progress of its own: a phase with elapsed time.
                 bar.phase("Reclaiming space (search indexes, VACUUM)")
                 optimized = maintenance.optimize(store, vacuum=True, force=force)
-    render.prune_result(result, optimized)
+    store_views.prune_result(result, optimized)
 
 
 # --- stats ----------------------------------------------------------------------------------
@@ -968,7 +968,7 @@ def stats(
             for i, report in enumerate(reports):
                 if i:
                     render.echo()
-                render.stats(report, title=f"Profile: {report['profile']}")
+                store_views.stats(report, title=f"Profile: {report['profile']}")
         return
     missing = False
     try:
@@ -984,7 +984,7 @@ def stats(
         render.key_values([("Total sessions", 0), ("Total messages", 0)])
         return
     with pager.paging(settings):
-        render.stats(report)
+        store_views.stats(report)
 
 
 # --- recover --------------------------------------------------------------------------------
@@ -1035,6 +1035,6 @@ def recover(
         render.emit_json(result.to_dict())
     else:
         render.echo(result.summary())  # first line: whether anything was lost, and how much
-        render.recovery_report(result)
+        store_views.recovery_report(result)
     if not result.accepted:
         raise typer.Exit(1)

@@ -29,9 +29,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hermes_state import guard, layout, schema, store_objects
-from hermes_state.connection import SQLITE_MAGIC, access_error, read_only_uri, resolve_store_path
+from hermes_state.connection import access_error, read_only_uri, resolve_store_path
 from hermes_state.errors import HermesStateError
 from hermes_state.home import STORE_FILE, ensure_private_dir, profile_name_of
+from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
 from hermes_state.workdirs import make_work_dir, remove_stale_work_dirs
 
 MANIFEST = "manifest.json"
@@ -45,7 +46,6 @@ VERIFY_WORK_PREFIX = ".hermes-verify-"
 WORK_DIR_PREFIXES = (BACKUP_WORK_PREFIX, RESTORE_WORK_PREFIX, VERIFY_WORK_PREFIX)
 PRE_RESTORE_MARK = ".pre-restore-"  # state.db.pre-restore-<stamp>: what a restore replaced
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
 SKIP_DIRS = frozenset({"__pycache__", ".cache", "backups"})
 SKIP_SUFFIXES = (".lock", ".pyc", ".pyo", ".partial")
 # Runtime files of a running gateway: never archived, never overwritten by a restore.
@@ -291,7 +291,7 @@ def _count_tables(conn: sqlite3.Connection) -> dict[str, int]:
             continue
         if any(name.startswith(v + "_") for v in virtual):
             continue
-        counts[name] = conn.execute(f"SELECT count(*) FROM {schema.quote(name)}").fetchone()[0]
+        counts[name] = conn.execute(f"SELECT count(*) FROM {quote(name)}").fetchone()[0]
     return counts
 
 

@@ -37,6 +37,7 @@ from hermes_state.errors import (
     translate_sqlite_error,
 )
 from hermes_state.home import ensure_private_dir
+from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
 
 if TYPE_CHECKING:
     from hermes_state.layout import Layout
@@ -58,8 +59,6 @@ RETRY_SLOW_S = (0.250, 1.000)
 RETRY_SLOW_AFTER_S = 2.0
 CHECKPOINT_EVERY_N_WRITES = 50
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
-SQLITE_MAGIC = b"SQLite format 3\x00"
-SIDECAR_SUFFIXES = ("-wal", "-shm")
 LOW_SPACE_BYTES = 1 << 20  # an I/O error opening a store with less free than this: disk full
 WAIT_NOTICE_S = 1.0  # a wait for another process's lock this long is worth telling about
 
@@ -187,7 +186,7 @@ class Store:
         """Return the live column names of table (empty if it does not exist), cached."""
         cols = self._columns.get(table)
         if cols is None:
-            rows = self.conn.execute(f'PRAGMA table_info("{table}")').fetchall()
+            rows = self.conn.execute(f"PRAGMA table_info({quote(table)})").fetchall()
             cols = tuple(r[1] for r in rows)
             self._columns[table] = cols
         return cols
@@ -575,7 +574,7 @@ def _create_new_store(path: Path) -> None:
     try:
         # Choose the journal mode before anything is written, then write the whole schema so
         # no sibling process ever sees a zero-byte file.
-        _retry_locked(path, lambda: journal.apply_to_new_store(conn, path))
+        retry_locked(path, lambda: journal.apply_to_new_store(conn, path))
         conn.execute("PRAGMA foreign_keys=ON")
 
         def lay_out() -> None:
@@ -588,7 +587,7 @@ def _create_new_store(path: Path) -> None:
                     conn.execute("ROLLBACK")
                     raise
 
-        _retry_locked(path, lay_out)
+        retry_locked(path, lay_out)
     finally:
         conn.close()
 
@@ -633,9 +632,9 @@ def _open_writable(
         raise access_error(path, exc) from exc
     _register_open(path)
     try:
-        found = _retry_locked(path, lambda: layout.inspect(conn), waiting)
+        found = retry_locked(path, lambda: layout.inspect(conn), waiting)
         # The journal mode is the store's own: read it, never switch it (SPEC §19.5).
-        mode = _retry_locked(path, lambda: journal.current_mode(conn), waiting)
+        mode = retry_locked(path, lambda: journal.current_mode(conn), waiting)
         store = Store(
             path,
             conn,
@@ -648,7 +647,7 @@ def _open_writable(
         )
         kind = found.kind
         if kind == "not_hermes":
-            if not _retry_locked(path, lambda: schema_is_empty(conn), waiting):
+            if not retry_locked(path, lambda: schema_is_empty(conn), waiting):
                 raise NotAHermesStoreError(
                     f"{path} is an SQLite database without a Hermes session schema; "
                     "nothing was written to it"
@@ -719,13 +718,18 @@ def create_bare_store(
     return Store(path, conn, read_only=False, journal_mode=str(got), role="edit")
 
 
-def _retry_locked(
+def retry_locked(
     path: Path,
     fn: Callable[[], T],
     waiting: Waiting = NO_WAITING,
     default_patience: float = WRITE_PATIENCE_S,
+    not_done: str = "",
 ) -> T:
-    """Call fn, retrying lock errors with jitter for up to the handle's patience."""
+    """Call fn, retrying lock errors with jitter for up to the handle's patience.
+
+    The one retry loop for work outside a write transaction (opening, laying out, VACUUM);
+    ``not_done`` ends the lock error's message (e.g. "; VACUUM was not run").
+    """
     patience = waiting.limit(default_patience)
     start = time.monotonic()
     told = False
@@ -738,7 +742,9 @@ def _retry_locked(
             waited = time.monotonic() - start
             if waited >= patience:
                 who = report_lock_holders(path, waited)
-                raise StoreLockedError(f"{path.name} stayed locked for {waited:.1f}s{who}") from exc
+                raise StoreLockedError(
+                    f"{path.name} stayed locked for {waited:.1f}s{who}{not_done}"
+                ) from exc
             if not told and waited >= WAIT_NOTICE_S:
                 told = True
                 waiting.tell(path, waited)

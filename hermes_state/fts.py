@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from hermes_state import meta
 from hermes_state.errors import is_lock_error
-from hermes_state.schema import quote
+from hermes_state.sql import quote
 
 if TYPE_CHECKING:
     from hermes_state.connection import Store

@@ -83,7 +83,7 @@ def default_db_path() -> Path:
     return get_hermes_home() / STORE_FILE
 
 
-def _named_profile_of(home: Path) -> str | None:
+def named_profile_of(home: Path) -> str | None:
     """Return the profile name when home is shaped <root>/profiles/<name>, else None."""
     name = home.name
     if home.parent.name != "profiles" or name == DEFAULT_PROFILE:
@@ -96,7 +96,7 @@ def _root_for(home: Path | None) -> Path:
     default = get_default_root()
     if home is None:
         return default
-    if _named_profile_of(home) is not None:
+    if named_profile_of(home) is not None:
         return home.parent.parent
     # A home inside the default root (or equal to it) still belongs to the default root.
     return default if home.is_relative_to(default) else home
@@ -192,7 +192,7 @@ def list_profiles() -> list[ProfileInfo]:
         names = sorted(
             entry.name
             for entry in profiles_dir.iterdir()
-            if entry.is_dir() and _named_profile_of(entry) is not None
+            if entry.is_dir() and named_profile_of(entry) is not None
         )
     infos = []
     for name in [DEFAULT_PROFILE, *names]:
@@ -244,7 +244,7 @@ def delete_profile(name: str) -> Path:
 def profile_name_of(home: str | os.PathLike[str]) -> str:
     """Return the profile name a home directory belongs to ('default' for a root)."""
     # Anything not shaped <root>/profiles/<name> is a root (or acts as one: a custom HERMES_HOME).
-    return _named_profile_of(_absolute(home)) or DEFAULT_PROFILE
+    return named_profile_of(_absolute(home)) or DEFAULT_PROFILE
 
 
 def current_profile_name() -> str:
@@ -303,7 +303,7 @@ def select_profile(name: str | None, environ: MutableMapping[str, str] = os.envi
     env_home = _env_home(environ)
     root = _root_for(env_home)
     if name is None:
-        if env_home is not None and _named_profile_of(env_home) is not None:
+        if env_home is not None and named_profile_of(env_home) is not None:
             return  # already a specific profile; trust it
         sticky = _read_active(root)
         sticky_dir = _profile_dir(root, sticky)

@@ -19,6 +19,7 @@ from typing import Any
 from hermes_state.connection import Store
 from hermes_state.errors import HermesStateError
 from hermes_state.sessions import require_session_in
+from hermes_state.sql import chunks, marks
 
 EXECUTION_KINDS = frozenset({"cron", "child", "compute", "kanban"})
 OUTCOMES = frozenset({"completed", "interrupted", "rejected", "failed", "cancelled"})
@@ -26,7 +27,6 @@ OPEN_ADMISSION_STATUSES = ("queued", "started", "unknown")
 OPEN_EXECUTION_STATUSES = ("registered", "running", "unknown")
 MAX_TEXT = 1024
 MAX_RECEIPT_BYTES = 4 * 1024 * 1024
-CHUNK = 900  # bound on SQL variables per IN-list
 
 
 class LedgerError(HermesStateError):
@@ -575,17 +575,6 @@ def finish_execution(store: Store, execution_id: str) -> Execution:
 # --- what deleting a session must respect ----------------------------------------------------
 
 
-def _chunks(ids: Iterable[str]) -> Iterable[list[str]]:
-    batch: list[str] = []
-    for i in ids:
-        batch.append(i)
-        if len(batch) == CHUNK:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
 def _has_ledger(conn: sqlite3.Connection) -> bool:
     row = conn.execute(
         "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'"
@@ -599,13 +588,13 @@ def open_work_in(conn: sqlite3.Connection, session_ids: Iterable[str]) -> list[O
     if not _has_ledger(conn):
         return []
     out: list[OpenWork] = []
-    for batch in _chunks(session_ids):
-        marks = ", ".join("?" for _ in batch)
+    for batch in chunks(session_ids):
+        qs = marks(len(batch))
         rows = conn.execute(
             "SELECT 'admission', admission_id, session_id, status, seq FROM session_admissions"
-            f" WHERE session_id IN ({marks}) AND status <> 'terminal'"
+            f" WHERE session_id IN ({qs}) AND status <> 'terminal'"
             " UNION ALL SELECT 'execution', execution_id, session_id, status, 0"
-            f" FROM worker_executions WHERE session_id IN ({marks}) AND status <> 'terminal'"
+            f" FROM worker_executions WHERE session_id IN ({qs}) AND status <> 'terminal'"
             " ORDER BY 1, 5, 2",
             [*batch, *batch],
         ).fetchall()
@@ -618,19 +607,19 @@ def delete_terminal_in(conn: sqlite3.Connection, session_ids: Iterable[str]) -> 
     if not _has_ledger(conn):
         return 0
     removed = 0
-    for batch in _chunks(session_ids):
-        marks = ", ".join("?" for _ in batch)
+    for batch in chunks(session_ids):
+        qs = marks(len(batch))
         removed += conn.execute(
             "DELETE FROM worker_receipts WHERE execution_id IN (SELECT execution_id FROM"
-            f" worker_executions WHERE session_id IN ({marks}) AND status = 'terminal')",
+            f" worker_executions WHERE session_id IN ({qs}) AND status = 'terminal')",
             batch,
         ).rowcount
         removed += conn.execute(
-            f"DELETE FROM worker_executions WHERE session_id IN ({marks}) AND status = 'terminal'",
+            f"DELETE FROM worker_executions WHERE session_id IN ({qs}) AND status = 'terminal'",
             batch,
         ).rowcount
         removed += conn.execute(
-            f"DELETE FROM session_admissions WHERE session_id IN ({marks}) AND status = 'terminal'",
+            f"DELETE FROM session_admissions WHERE session_id IN ({qs}) AND status = 'terminal'",
             batch,
         ).rowcount
     return removed

@@ -12,6 +12,7 @@ from typing import Any
 from hermes_state.connection import Store
 from hermes_state.content import decode_content
 from hermes_state.sessions import get_session, make_preview
+from hermes_state.sql import marks
 from hermes_state.text import bindable
 
 # A child that continues a conversation (compression) or is a delegated run is not listed on its
@@ -62,10 +63,10 @@ def _filters(
     wanted = [source] if isinstance(source, str) else list(source or [])
     wanted += list(sources or [])
     if wanted:
-        where.add(f"s.source IN ({','.join('?' * len(wanted))})", *map(bindable, wanted))
+        where.add(f"s.source IN ({marks(len(wanted))})", *map(bindable, wanted))
     if exclude_sources:
-        marks = ",".join("?" * len(exclude_sources))
-        where.add(f"s.source NOT IN ({marks})", *map(bindable, exclude_sources))
+        excluded = [bindable(s) for s in exclude_sources]
+        where.add(f"s.source NOT IN ({marks(len(excluded))})", *excluded)
     if session_key and "session_key" in cols:
         where.add("s.session_key = ?", bindable(session_key))
     if cwd_prefix and "cwd" in cols:

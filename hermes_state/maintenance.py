@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -13,13 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state import fts
-from hermes_state.connection import WRITE_PATIENCE_S, Store
+from hermes_state.connection import Store, retry_locked
 from hermes_state.errors import (
     LedgerBusyError,
     StoreBusyError,
     StoreCorruptError,
-    StoreLockedError,
-    is_lock_error,
 )
 from hermes_state.ledger import (
     OpenWork,
@@ -29,23 +26,13 @@ from hermes_state.ledger import (
 )
 from hermes_state.lineage import COMPRESSION_END_REASON, successor_in
 from hermes_state.messages import clear_messages_in
-from hermes_state.schema import quote
 from hermes_state.sessions import require_session_in
+from hermes_state.sql import STORE_FILE_SUFFIXES, chunks, marks, quote
 
-CHUNK = 900  # bound on SQL variables per IN-list (SQLite's historical limit is 999)
 DAY_S = 86400.0
 # Beside other processes, VACUUM runs only on a store this small: rewriting it holds their
 # writes for well under a second.
 VACUUM_BESIDE_OTHERS_MAX_BYTES = 32 << 20
-
-
-def _chunks(ids: Sequence[str], size: int = CHUNK) -> Iterable[list[str]]:
-    for i in range(0, len(ids), size):
-        yield list(ids[i : i + size])
-
-
-def _marks(ids: Sequence[Any]) -> str:
-    return ", ".join("?" for _ in ids)
 
 
 def _refuse_if_busy(conn: sqlite3.Connection, session_id: str) -> None:
@@ -84,10 +71,10 @@ def _measure(conn: sqlite3.Connection, ids: Sequence[str]) -> tuple[int, int]:
     msgs = 0
     size = 0
     expr = _payload_bytes_sql(conn)
-    for batch in _chunks(ids):
+    for batch in chunks(ids):
         row = conn.execute(
             f"SELECT COUNT(*), COALESCE(SUM({expr}), 0) FROM messages"
-            f" WHERE session_id IN ({_marks(batch)})",
+            f" WHERE session_id IN ({marks(len(batch))})",
             batch,
         ).fetchone()
         msgs += int(row[0])
@@ -99,9 +86,9 @@ def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
     """Point children of doomed sessions at the nearest surviving ancestor; return how many."""
     gone = set(doomed)
     parent_of: dict[str, str | None] = {}
-    for batch in _chunks(doomed):
+    for batch in chunks(doomed):
         for sid, parent in conn.execute(
-            f"SELECT id, parent_session_id FROM sessions WHERE id IN ({_marks(batch)})", batch
+            f"SELECT id, parent_session_id FROM sessions WHERE id IN ({marks(len(batch))})", batch
         ):
             parent_of[sid] = parent
 
@@ -114,10 +101,10 @@ def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
         return None if target in gone else target
 
     moved = 0
-    for batch in _chunks(doomed):
+    for batch in chunks(doomed):
         children = conn.execute(
             "SELECT id, parent_session_id FROM sessions"
-            f" WHERE parent_session_id IN ({_marks(batch)})",
+            f" WHERE parent_session_id IN ({marks(len(batch))})",
             batch,
         ).fetchall()
         for child, parent in children:
@@ -138,12 +125,12 @@ def _delete_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted:
     moved = _repoint_children(conn, ids)
     ledger_rows = delete_terminal_in(conn, ids)
     deleted = 0
-    for batch in _chunks(ids):
-        marks = _marks(batch)
-        conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", batch)
-        conn.execute(f"DELETE FROM session_model_usage WHERE session_id IN ({marks})", batch)
-        conn.execute(f"DELETE FROM compression_locks WHERE session_id IN ({marks})", batch)
-        deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", batch).rowcount
+    for batch in chunks(ids):
+        qs = marks(len(batch))
+        conn.execute(f"DELETE FROM messages WHERE session_id IN ({qs})", batch)
+        conn.execute(f"DELETE FROM session_model_usage WHERE session_id IN ({qs})", batch)
+        conn.execute(f"DELETE FROM compression_locks WHERE session_id IN ({qs})", batch)
+        deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({qs})", batch).rowcount
     return _Deleted(deleted, msgs, size, moved, ledger_rows)
 
 
@@ -246,10 +233,10 @@ def _eligible(
     if "pinned" in cols:
         where.append("COALESCE(s.pinned, 0) = 0")
     if scope.sources:
-        where.append(f"s.source IN ({_marks(scope.sources)})")
+        where.append(f"s.source IN ({marks(len(scope.sources))})")
         params += scope.sources
     if scope.exclude_sources:
-        where.append(f"s.source NOT IN ({_marks(scope.exclude_sources)})")
+        where.append(f"s.source NOT IN ({marks(len(scope.exclude_sources))})")
         params += scope.exclude_sources
     if scope.started_after is not None:
         where.append("s.started_at >= ?")
@@ -258,10 +245,10 @@ def _eligible(
     if within is None:
         return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY s.started_at, s.id", params)]
     out = []
-    for batch in _chunks(within):
+    for batch in chunks(within):
         out += [
             (r[0], r[1])
-            for r in conn.execute(sql + f" AND s.id IN ({_marks(batch)})", [*params, *batch])
+            for r in conn.execute(sql + f" AND s.id IN ({marks(len(batch))})", [*params, *batch])
         ]
     return out
 
@@ -382,7 +369,7 @@ def prune_sessions(
     msgs = size = moved = ledger_rows = examined = 0
     if progress is not None:
         progress(0, len(plan.ids))
-    for batch in _chunks(plan.ids):
+    for batch in chunks(plan.ids):
 
         def fn(conn: sqlite3.Connection, batch: list[str] = batch) -> tuple[_Plan, _Deleted]:
             # Re-check inside the transaction: a session may have been reopened or admitted work.
@@ -480,22 +467,14 @@ def other_processes(db_path: Path) -> list[str]:
     return out
 
 
-def _vacuum(store: Store, patience: float = WRITE_PATIENCE_S) -> None:
+def _vacuum(store: Store) -> None:
     """Run VACUUM outside any transaction, retrying while another writer holds the lock."""
-    start = time.monotonic()
-    while True:
-        try:
-            store.conn.execute("VACUUM")
-            return
-        except sqlite3.OperationalError as exc:
-            if not is_lock_error(exc):
-                raise
-            waited = time.monotonic() - start
-            if waited >= patience:
-                raise StoreLockedError(
-                    f"{store.path.name} stayed locked for {waited:.1f}s; VACUUM was not run"
-                ) from exc
-            time.sleep(min(random.uniform(0.25, 1.0), patience - waited))
+    retry_locked(
+        store.path,
+        lambda: store.conn.execute("VACUUM"),
+        store.waiting,
+        not_done="; VACUUM was not run",
+    )
 
 
 def _refuse_if_shared(store: Store, force: bool, what: str) -> list[str]:
@@ -748,7 +727,7 @@ def check_store(store: Store) -> StoreCheck:
     jr = journal.report(conn)
     add("journal", True, jr.describe(), warning=jr.at_risk)
     loose = []
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in STORE_FILE_SUFFIXES:
         try:
             mode = stat.S_IMODE(os.stat(str(store.path) + suffix).st_mode)
         except FileNotFoundError:

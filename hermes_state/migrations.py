@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hermes_state import cjk, fts, layout, meta, schema
+from hermes_state.sql import quote
 
 log = logging.getLogger("hermes_state")
 
@@ -97,7 +98,7 @@ def remove_legacy_objects(conn: sqlite3.Connection) -> str | None:
     removed = []
     for name in schema.LEGACY_INDEXES:
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (name,)).fetchone():
-            conn.execute(f"DROP INDEX IF EXISTS {schema.quote(name)}")
+            conn.execute(f"DROP INDEX IF EXISTS {quote(name)}")
             removed.append(name)
     if cjk.remove_legacy(conn):
         removed.append("old CJK index")
@@ -125,9 +126,9 @@ def repair_search_layout(conn: sqlite3.Connection) -> str | None:
             if name.startswith("messages_fts_cjk"):
                 continue  # an agent's CJK index (ours was removed by remove_legacy_objects)
             if kind == "trigger":
-                conn.execute(f"DROP TRIGGER IF EXISTS {schema.quote(name)}")
+                conn.execute(f"DROP TRIGGER IF EXISTS {quote(name)}")
             elif kind == "view":
-                conn.execute(f"DROP VIEW IF EXISTS {schema.quote(name)}")
+                conn.execute(f"DROP VIEW IF EXISTS {quote(name)}")
         for table in fts.INDEX_TABLES:
             if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
                 fts.drop_table(conn, table)
@@ -163,7 +164,7 @@ def detach_unloadable_cjk(conn: sqlite3.Connection) -> str | None:
         "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'messages' "
         "AND sql LIKE '%messages_fts_cjk%'"
     ).fetchall():
-        conn.execute(f"DROP TRIGGER IF EXISTS {schema.quote(name)}")
+        conn.execute(f"DROP TRIGGER IF EXISTS {quote(name)}")
         dropped.append(name)
     meta.put(conn, "fts_cjk_stale", "1")
     return f"detached the agent's CJK index ({', '.join(dropped) or 'no triggers'})"
@@ -211,7 +212,7 @@ def narrow_update_triggers(conn: sqlite3.Connection) -> str | None:
             count=1,
             flags=re.IGNORECASE,
         )
-        conn.execute(f"DROP TRIGGER {schema.quote(name)}")
+        conn.execute(f"DROP TRIGGER {quote(name)}")
         conn.execute(new_sql)
         narrowed.append(name)
     return f"narrowed {', '.join(narrowed)} to indexed columns" if narrowed else None

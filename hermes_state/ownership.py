@@ -20,6 +20,7 @@ from hermes_state.errors import HermesStateError
 from hermes_state.lineage import ancestors_in, successor_in, tip_in
 from hermes_state.messages import OWNER_KEY
 from hermes_state.schema import OWNER_ID_EXPR
+from hermes_state.sql import marks
 
 MARKER_VERSION = 1
 OWNER_WRITER_EXPR = (
@@ -137,9 +138,9 @@ def _find(
     conn: sqlite3.Connection, session_id: str, marker_id: str, writer: str | None
 ) -> OwnedInput | None:
     order = search_order(conn, session_id)
-    marks = ", ".join("?" for _ in order)
+    qs = marks(len(order))
     bad = conn.execute(
-        f"SELECT id, session_id FROM messages WHERE session_id IN ({marks})"
+        f"SELECT id, session_id FROM messages WHERE session_id IN ({qs})"
         " AND display_metadata IS NOT NULL AND NOT json_valid(display_metadata)"
         f" AND {_COUNTED} LIMIT 1",
         order,
@@ -152,7 +153,7 @@ def _find(
     rows = conn.execute(
         f"SELECT id, session_id, compacted, active, {OWNER_WRITER_EXPR} AS writer"
         f" FROM messages WHERE {OWNER_ID_EXPR} = ? AND display_metadata IS NOT NULL"
-        f" AND session_id IN ({marks}) AND {_COUNTED} AND {OWNER_WRITER_EXPR} IS ?",
+        f" AND session_id IN ({qs}) AND {_COUNTED} AND {OWNER_WRITER_EXPR} IS ?",
         [marker_id, *order, writer],
     ).fetchall()
     if not rows:

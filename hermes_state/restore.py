@@ -36,7 +36,6 @@ from hermes_state.backup import (
     PRIVATE_FILES,
     RESTORE_WORK_PREFIX,
     RUNTIME_FILES,
-    SIDECAR_SUFFIXES,
     BackupError,
     DatabaseFacts,
     Staged,
@@ -48,7 +47,6 @@ from hermes_state.backup import (
     stage_members,
 )
 from hermes_state.connection import (
-    SQLITE_MAGIC,
     is_open_in_process,
     read_only_uri,
     resolve_store_path,
@@ -62,6 +60,7 @@ from hermes_state.errors import (
     translate_sqlite_error,
 )
 from hermes_state.home import ensure_private_dir
+from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, companion, store_files
 from hermes_state.workdirs import WorkDir, make_work_dir, remove_stale_work_dirs
 
 READ_TIMEOUT_S = 10.0
@@ -205,13 +204,9 @@ class _Current:
     wal: bool = False
 
 
-def _sidecars(path: Path) -> list[Path]:
-    return [Path(str(path) + s) for s in SIDECAR_SUFFIXES]
-
-
 def _file_bytes(path: Path) -> int:
     total = 0
-    for p in (path, *_sidecars(path)):
+    for p in store_files(path):
         with contextlib.suppress(OSError):
             total += os.stat(p).st_size
     return total
@@ -582,13 +577,14 @@ def _pre_restore_path(dest: Path, stamp: str) -> Path:
 
 def _move_with_sidecars(src: Path, dest: Path) -> None:
     os.replace(src, dest)
-    for side, target in zip(_sidecars(src), _sidecars(dest), strict=True):
+    for suffix in SIDECAR_SUFFIXES:
+        side, target = companion(src, suffix), companion(dest, suffix)
         if os.path.lexists(side):
             os.replace(side, target)
 
 
 def _remove_with_sidecars(path: Path) -> None:
-    for p in (path, *_sidecars(path)):
+    for p in store_files(path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(p)
 
@@ -607,7 +603,7 @@ def _install_db(staged: Path, dest: Path) -> None:
     ensure_private_dir(dest.parent)
     if not os.path.lexists(dest):
         # A stale WAL without its database would be replayed onto the new file.
-        for side in _sidecars(dest):
+        for side in store_files(dest, SIDECAR_SUFFIXES):
             if os.path.lexists(side):
                 os.unlink(side)
         _new_private_file(dest)

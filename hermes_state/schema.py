@@ -18,6 +18,8 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 
+from hermes_state.sql import quote
+
 log = logging.getLogger("hermes_state")
 
 SCHEMA_VERSION = 31  # upstream's message-identity schema (Hermes Agent 0.22)
@@ -470,11 +472,6 @@ def declared_columns() -> dict[str, tuple[DeclaredColumn, ...]]:
         return out
     finally:
         mem.close()
-
-
-def quote(name: str) -> str:
-    """Quote an SQL identifier (doubling any quote inside it)."""
-    return '"' + name.replace('"', '""') + '"'
 
 
 def column_names(table: str) -> tuple[str, ...]:

@@ -20,7 +20,9 @@ from hermes_state.errors import (
     SessionNotFoundError,
     TitleInUseError,
 )
+from hermes_state.home import named_profile_of
 from hermes_state.schema import column_names, projection
+from hermes_state.sql import escape_like
 from hermes_state.text import bindable, scrub_surrogates
 
 MAX_TITLE_LENGTH = 100
@@ -52,15 +54,11 @@ CREATE_COLUMNS = frozenset(
     }
 )
 INHERITED_FROM_PARENT = ("cwd", "git_branch", "git_repo_root")
-_PROFILE_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 def _profile_of_store(store: Store) -> str | None:
     """Name of the profile a store file belongs to, judged from its path (None if unknown)."""
-    parent = store.path.parent
-    if parent.parent.name == "profiles" and _PROFILE_RE.match(parent.name):
-        return parent.name
-    return None
+    return named_profile_of(store.path.parent)
 
 
 def _encode_json(value: Any) -> Any:
@@ -267,7 +265,7 @@ def find_session_exact(store: Store, ref: str) -> str:
     near = store.conn.execute(
         "SELECT id, title FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\' "
         "ORDER BY started_at DESC LIMIT 5",
-        (clean, _escape_like(clean or ref) + " #%"),
+        (clean, escape_like(clean or ref) + " #%"),
     ).fetchall()
     hint = "; similar: " + ", ".join(f"{r[0]} ({r[1]})" for r in near) if near else ""
     raise SessionNotFoundError(
@@ -375,10 +373,6 @@ def set_session_archived(store: Store, session_id: str, archived: bool) -> bool:
     return _set_flag(store, bindable(session_id), "archived", archived)
 
 
-def _escape_like(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def get_session_by_title(store: Store, title: str) -> dict[str, Any] | None:
     """Return the session whose title is exactly this one, or None."""
     row = store.conn.execute(
@@ -400,7 +394,7 @@ def resolve_session_by_title(store: Store, title: str) -> str | None:
     row = store.conn.execute(
         "SELECT id FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\' "
         "ORDER BY started_at DESC, rowid DESC LIMIT 1",
-        (base, _escape_like(base) + " #%"),
+        (base, escape_like(base) + " #%"),
     ).fetchone()
     return row[0] if row else None
 
@@ -414,7 +408,7 @@ def get_next_title_in_lineage(store: Store, base_title: str) -> str:
     base = m.group(1) if m else clean
     rows = store.conn.execute(
         "SELECT title FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\'",
-        (base, _escape_like(base) + " #%"),
+        (base, escape_like(base) + " #%"),
     ).fetchall()
     if not rows:
         return base

@@ -1,0 +1,389 @@
+"""Views of the store for people: statistics, maintenance, lock and recovery reports, backups."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hermes_cli import output
+from hermes_cli.render import (
+    MISSING,
+    Column,
+    count,
+    echo,
+    error,
+    human_bytes,
+    key_values,
+    local_time,
+    message_counts,
+    money,
+    plural,
+    table,
+    warn,
+    write,
+)
+from hermes_state.home import display_hermes_home
+
+# --- statistics -----------------------------------------------------------------------------
+
+
+def stats(report: Mapping[str, Any], *, title: str = "") -> None:
+    """Print one profile's statistics (documented shape): totals, sources, models, top sessions."""
+    settings = output.current()
+    store = report["store"]
+    files = store.get("files") or {}
+    key_values(
+        [
+            ("Sessions", report["session_count"]),
+            ("Messages", message_counts(report["message_count"], report["stored_message_count"])),
+            ("Store", display_hermes_home(store["path"]) if store.get("path") else None),
+            ("Database file", human_bytes(files.get("db"))),
+            ("WAL file", human_bytes(files.get("wal")) if files.get("wal") else None),
+            ("Schema version", store.get("schema_version")),
+        ],
+        title=title,
+    )
+    write("\n")
+    table(
+        [
+            Column("Source", shrink_to=10),
+            Column("Sessions", "right"),
+            Column("Live msgs", "right"),
+            Column("Stored msgs", "right"),
+        ],
+        [
+            [r["source"], r["session_count"], r["message_count"], r["stored_message_count"]]
+            for r in report["by_source"]
+        ],
+        title="By source",
+    )
+    if report["by_model"]:
+        write("\n")
+        table(
+            [
+                Column("Model", shrink_to=12, prefer=32),
+                Column("Sessions", "right", drop=4),
+                Column("Input", "right", drop=2),
+                Column("Output", "right", drop=3),
+                Column("Cost", "right", drop=5),
+            ],
+            [
+                [
+                    r["model"],
+                    r["session_count"],
+                    count(r["input_tokens"], settings),
+                    count(r["output_tokens"], settings),
+                    money(r["cost_usd"]),
+                ]
+                for r in report["by_model"]
+            ],
+            title="By model",
+        )
+    if report["top_sessions"]:
+        write("\n")
+        table(
+            [
+                Column("ID", style="id"),
+                Column("Title", style="title", shrink_to=12, prefer=40),
+                Column("Tokens", "right", drop=2),
+                Column("Cost", "right", drop=1),
+            ],
+            [
+                [
+                    r["id"],
+                    r.get("title") or MISSING,
+                    count(r["total_tokens"], settings),
+                    money(r.get("cost_usd")),
+                ]
+                for r in report["top_sessions"]
+            ],
+            title="Top sessions by tokens",
+        )
+    files = store.get("files") or {}
+    write("\n")
+    table(
+        [Column("File"), Column("Size", "right")],
+        [[name, human_bytes(size)] for name, size in files.items()],
+        title="Files",
+    )
+
+
+# --- maintenance results --------------------------------------------------------------------
+
+
+def prune_preview(result: Any, *, limit: int = 15) -> None:
+    """Print what a prune would delete (the first few sessions) and what it keeps."""
+    what = f"ended sessions last active before {local_time(result.cutoff)}"
+    sources = getattr(result, "sources", ()) or ((result.source,) if result.source else ())
+    if sources:
+        what += " from " + ", ".join(sources)
+    if getattr(result, "exclude_sources", ()):
+        what += " except from " + ", ".join(result.exclude_sources)
+    if getattr(result, "started_after", None) is not None:
+        what += f", started since {local_time(result.started_after)}"
+    if not result.sessions:
+        echo(f"No {what}.")
+    else:
+        echo(
+            f"{result.sessions} {what}: {result.messages} stored messages (every "
+            f"generation), about {human_bytes(result.bytes_reclaimable)} of data."
+        )
+        for sid in result.session_ids[:limit]:
+            echo(f"  {sid}")
+        if result.sessions > limit:
+            echo(f"  … and {result.sessions - limit} more")
+    for busy in result.busy:
+        echo(f"Kept {busy['session_id']}: {busy['message']}", err=True)
+    if result.kept_for_lineage:
+        echo(
+            f"Kept {len(result.kept_for_lineage)} compression ancestor(s) of sessions that stay.",
+            err=True,
+        )
+
+
+def prune_result(result: Any, optimized: Any = None) -> None:
+    """Print what a prune deleted and how much space came back."""
+    echo(f"Pruned {result.sessions} session(s) ({result.messages} stored messages).")
+    if result.children_repointed:
+        echo(f"Re-pointed {result.children_repointed} child session(s) to their grandparent.")
+    if optimized is not None:
+        optimize_result(optimized)
+
+
+def optimize_result(result: Any) -> None:
+    """Print the database and WAL file sizes before and after a space reclaim."""
+    change = result.reclaimed
+    how = f"reclaimed {human_bytes(change)}" if change >= 0 else f"grew by {human_bytes(-change)}"
+    line = (
+        f"Database file: {human_bytes(result.db_bytes_before)} -> "
+        f"{human_bytes(result.db_bytes_after)}"
+    )
+    if result.wal_bytes_before or result.wal_bytes_after:
+        line += (
+            f"; WAL file: {human_bytes(result.wal_bytes_before)} -> "
+            f"{human_bytes(result.wal_bytes_after)}"
+        )
+    echo(f"{line} ({how}).")
+    if result.vacuum_skipped:
+        warn(result.vacuum_skipped)
+        echo(
+            "Hint: run `hermes db optimize` while the other processes are stopped, or pass "
+            "--force to rewrite the file now (their writes wait until it is done).",
+            err=True,
+        )
+    if result.forced and result.other_processes:
+        warn("rewrote the store while in use by: " + ", ".join(result.other_processes))
+
+
+def migrate_result(outcome: Any) -> None:
+    """Print what `db migrate` did, and which agent releases can use the store afterwards."""
+    path, result = outcome.path, outcome.result
+    if not outcome.existed:
+        echo(f"Created {path} at schema v{result.after}.")
+    elif not result.changed:
+        echo(f"{path} is already at schema v{result.after} with everything hermes needs.")
+    elif result.before == result.after:
+        echo(f"Upgraded {path} (schema v{result.after}):")
+    else:
+        echo(f"Migrated {path} from schema v{result.before} to v{result.after}:")
+    if outcome.existed:
+        for step in result.steps:
+            echo(f"  - {step}")
+    echo("Compatible with: " + ", ".join(result.compatible_releases) + ".")
+
+
+def lock_report(report: Any) -> None:
+    """Print who holds locks on, or has open, the store files."""
+    where = display_hermes_home(report.db_path)
+    if not report.supported:
+        echo(f"Lock owners cannot be inspected here: {report.note}")
+        return
+    if not report.files:
+        echo(f"No store files at {where}.")
+        return
+    if not report.holders and not report.open_files:
+        echo(f"No process holds or has open {where}.")
+    if report.holders:
+        table(
+            [
+                Column("PID", "right"),
+                Column("Command", shrink_to=16, prefer=50),
+                Column("File"),
+                Column("Lock", drop=2),
+                Column("Access", drop=1),
+            ],
+            [
+                [h.pid if h.pid is not None else "OFD", h.command, h.file, h.kind, h.access]
+                for h in report.holders
+            ],
+            title="Locks held",
+        )
+    if report.open_files:
+        if report.holders:
+            write("\n")
+        table(
+            [Column("PID", "right"), Column("Command", shrink_to=16, prefer=50), Column("File")],
+            [[o.pid, o.command, o.file] for o in report.open_files],
+            title="Open without a lock",
+        )
+    if report.uninspectable:
+        pids = ", ".join(str(p) for p in report.uninspectable)
+        label = "PID" if len(report.uninspectable) == 1 else "PIDs"
+        warn(f"could not inspect the open files of {label} {pids} (permission denied?)")
+    if report.note:
+        echo(report.note, err=True)
+
+
+def check_report(result: Mapping[str, Any]) -> None:
+    """Print the findings of `db check`, one line per check."""
+    for check in result["checks"]:
+        mark = "warn" if check["ok"] and check.get("warning") else "ok" if check["ok"] else "FAIL"
+        echo(f"{mark:<4}  {check['name']}: {check['detail']}")
+    echo("Store is healthy." if result["ok"] else "Problems found; see above.")
+
+
+def recovery_report(report: Any) -> None:
+    """Print a recovery's per-table counts, exclusions, skipped ranges and verdict."""
+    table(
+        [
+            Column("Table"),
+            Column("Source rows", "right"),
+            Column("Copied", "right"),
+            Column("Status"),
+        ],
+        [
+            [name, "?" if t.source_rows is None else t.source_rows, t.copied, t.status]
+            for name, t in report.tables.items()
+        ],
+    )
+    if report.excluded:
+        echo(
+            "Excluded (runtime ledger, not copied): "
+            + ", ".join(f"{k} ({'?' if v is None else v} rows)" for k, v in report.excluded.items())
+        )
+    for name, rows in report.not_copied.items():
+        count = "?" if rows is None else rows
+        echo(f"Lost: table {name} ({count} rows) could not be copied", err=True)
+    for name, t in report.tables.items():
+        if t.columns_dropped:
+            echo(f"Lost: columns {', '.join(t.columns_dropped)} of table {name}", err=True)
+    for r in report.skipped_ranges[:20]:
+        echo(f"Skipped {r.table} rowids {r.first_rowid}..{r.last_rowid}: {r.error}", err=True)
+    for note in report.notes:
+        echo(note, err=True)
+    v = report.verification
+    echo(
+        f"Verification: {'ok' if v.ok else 'FAILED'} (integrity {', '.join(v.integrity) or '?'}, "
+        f"{v.foreign_key_violations} foreign key violations, "
+        f"{len(v.fts_problems)} search index problems, schema v{v.schema_version})"
+    )
+    echo(f"Wrote {report.target}; report: {report.report_path}")
+    if report.accepted:
+        echo(
+            "The live store was not replaced. To use the recovered copy, stop Hermes and move it "
+            "into place yourself."
+        )
+    elif report.partial and report.verified:
+        echo(
+            f"Some data could not be read or kept (see above). The partial copy was kept at "
+            f"{report.target}; do not install it unless those losses are acceptable (to accept "
+            "such a copy, run again with --allow-partial and a new --to path).",
+            err=True,
+        )
+
+
+# --- backup and restore ---------------------------------------------------------------------
+
+
+def backup_result(result: Any) -> None:
+    """Print where a backup went, what it holds, what was rotated away and what is missing."""
+    echo(
+        f"Wrote {display_hermes_home(result.archive)} ({human_bytes(result.archive_bytes)}, "
+        f"{plural(len(result.members), 'file')}, {result.duration_s:.1f}s)"
+    )
+    for name, info in result.databases.items():
+        tables = info.get("tables") or {}
+        echo(
+            f"  {name}: schema v{info.get('schema_version')}, {tables.get('sessions', 0)} "
+            f"sessions, {tables.get('messages', 0)} messages"
+        )
+    for path in result.removed:
+        echo(f"Removed old archive {display_hermes_home(path)}")
+    for path in result.cleaned:
+        echo(f"Removed {display_hermes_home(path)} (left by a backup that was killed)")
+    for note in result.warnings:
+        warn(note)
+    if not result.complete:
+        missing = len(result.skipped) + len(result.damaged)
+        error(
+            f"Backup incomplete: {plural(missing, 'file')} could not be archived whole "
+            f"({', '.join([*result.skipped, *result.damaged])}).",
+            "The archive was written and marked incomplete; older archives were kept.",
+        )
+
+
+def _store_state(state: Any) -> str:
+    """Say what a store holds: `12 sessions, 53 messages, 261.0 KB`."""
+    if state is None:
+        return "nothing yet"
+    parts = []
+    if state.sessions is not None:
+        parts.append(f"{state.sessions:,} sessions")
+    if state.messages is not None:
+        parts.append(f"{state.messages:,} messages")
+    parts.append(human_bytes(state.bytes))
+    return ", ".join(parts)
+
+
+def restore_plan(plan: Any) -> None:
+    """Print what a restore will replace, store by store (now -> after), before it is confirmed."""
+    made = []
+    if plan.profile:
+        made.append(f"profile {plan.profile}")
+    if plan.created_at:
+        made.append(f"made {plan.created_at}")
+    origin = f" ({', '.join(made)})" if made else ""
+    echo(f"Archive: {display_hermes_home(plan.archive)}{origin}")
+    echo(f"Restore into {display_hermes_home(plan.home)}:")
+    for change in plan.databases:
+        now = _store_state(change.before)
+        if change.before_problem:
+            now = f"unreadable ({change.before_problem})"
+        echo(f"  {change.name}: now {now} -> {_store_state(change.after)}")
+        for note in change.notes:
+            echo(f"    note: {note}")
+        if change.shrinks:
+            warn(f"{change.name}: the archive holds fewer sessions or messages than the store now")
+    for name in plan.files_replaced:
+        echo(f"  {name}: replaces the current file")
+    for name in plan.files_new:
+        echo(f"  {name}: new file")
+    for name in plan.kept:
+        echo(f"  {name}: kept as it is (runtime file of a running gateway)")
+    for change in plan.databases:
+        if change.before is not None or change.before_problem:
+            echo(f"The current {change.name} will be kept as {change.name}.pre-restore-<date>.")
+    for path in plan.cleaned:
+        echo(f"Removed {display_hermes_home(path)} (left by a restore that was killed)")
+    if plan.forced and plan.holders:
+        warn(f"restoring while in use by: {plan.holders}")
+
+
+def restore_result(result: Any) -> None:
+    """Print what a restore put back, and where the replaced stores are kept."""
+    echo(
+        f"Restored {len(result.databases)} store(s) and {len(result.files)} file(s) "
+        f"from {display_hermes_home(result.archive)} into {display_hermes_home(result.home)}"
+    )
+    for change in result.changes:
+        line = f"  {change.name}: {_store_state(change.after)}"
+        copy = result.pre_restore.get(change.name)
+        if copy is not None:
+            line += f"; the replaced one is kept at {display_hermes_home(copy)}"
+        echo(line)
+    for name in result.kept:
+        echo(f"  kept the current {name} (runtime file)")
+    if result.forced and result.holders:
+        warn(f"restored while in use by: {result.holders}")
+    for note in result.warnings:
+        warn(note)
