@@ -1,4 +1,4 @@
-"""Shared machinery of the reliability suites (tests/test_reliability_*.py and stress/).
+"""Shared machinery of the reliability suites (tests/test_reliability_*.py, `-m slow` too).
 
 The parent side starts real processes, damages real files and checks what is left; the child
 side runs when this file is executed as a script (`python reliability_helpers.py ROLE ARGS…`),

@@ -144,3 +144,45 @@ def test_plugin_home_is_a_fresh_temporary_directory(
 def test_plugin_exports_isolation_and_clears_env_bypass() -> None:
     assert os.environ["HERMES_TEST_ISOLATION"] == "1"
     assert guard.BYPASS_ENV not in os.environ
+
+
+def test_plugin_marker_name_is_the_guards() -> None:
+    from hermes_state import pytest_plugin
+
+    assert pytest_plugin.BYPASS_MARKER == guard.BYPASS_MARKER
+
+
+def _run_pytest_project(tmp_path: Path, ini: str) -> subprocess.CompletedProcess[str]:
+    """Run a one-test project in a child pytest (the plugin is loaded by its entry point)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pytest.ini").write_text(f"[pytest]\n{ini}\n", encoding="utf-8")
+    (project / "test_home.py").write_text(
+        "import os\n"
+        "def test_home():\n"
+        "    print('HOME_SEEN=' + os.environ.get('HERMES_HOME', '<unset>'))\n",
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_HOME", "PYTEST_ADDOPTS")}
+    env["HERMES_HOME"] = str(tmp_path / "outer-home")
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", str(project)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_plugin_gives_another_project_a_temporary_home(tmp_path: Path) -> None:
+    proc = _run_pytest_project(tmp_path, "")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = proc.stdout.split("HOME_SEEN=")[1].split()[0]
+    assert seen.endswith("hermes_home") and "outer-home" not in seen
+
+
+def test_plugin_ini_opt_out_leaves_the_environment_alone(tmp_path: Path) -> None:
+    proc = _run_pytest_project(tmp_path, "hermes_isolation = false")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"HOME_SEEN={tmp_path / 'outer-home'}" in proc.stdout

@@ -1,6 +1,6 @@
 """Reliability: many writer and reader processes on one store; a held write lock (SPEC §17).
 
-The long variant of the concurrency run lives in stress/ (8 writers × 5,000 messages).
+The CI run writes 8 × 100 messages; its `slow` variant (`pytest -m slow`) 8 × 5,000.
 """
 
 from __future__ import annotations
@@ -34,25 +34,35 @@ linux_only = pytest.mark.skipif(
 )
 
 WRITERS = 8
-PER_WRITER = 100
+PER_WRITER = (100, pytest.param(5_000, marks=pytest.mark.slow))
 READERS = 4
 HOLD_S = 3.0
 
 
-@pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> ConcurrencyOutcome:
-    """One CI-sized run (8 writers × 100 messages, 4 readers) shared by the checks below."""
+@pytest.fixture(scope="module", params=PER_WRITER, ids=lambda n: f"{n}-per-writer")
+def outcome(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> ConcurrencyOutcome:
+    """One run (8 writers × N messages, 4 readers) shared by the checks below."""
+    per_writer: int = request.param
     base = tmp_path_factory.mktemp("concurrency")
     result = run_concurrency(
         base / "state.db",
         base / "work",
         writers=WRITERS,
-        per_writer=PER_WRITER,
+        per_writer=per_writer,
         batch=20,
         readers=READERS,
+        timeout=600 if per_writer <= 100 else 1800,
     )
-    print(f"\nconcurrency (CI): {result.summary()}")
+    print(f"\nconcurrency ({per_writer} per writer): {result.summary()}")
     return result
+
+
+def per_writer(outcome: ConcurrencyOutcome) -> int:
+    """How many messages each writer of this run was asked to write."""
+    (n,) = set(outcome.expected.values())
+    return n
 
 
 def expected_tokens(outcome: ConcurrencyOutcome) -> list[str]:
@@ -63,14 +73,14 @@ def expected_tokens(outcome: ConcurrencyOutcome) -> list[str]:
 def test_concurrent_writers_report_zero_failed_writes(outcome: ConcurrencyOutcome) -> None:
     failed = {w.writer: (w.returncode, w.failures[:3], w.stderr[-500:]) for w in outcome.writers}
     assert all(w.returncode == 0 and not w.failures for w in outcome.writers), failed
-    assert sum(w.written for w in outcome.writers) == WRITERS * PER_WRITER
+    assert sum(w.written for w in outcome.writers) == WRITERS * per_writer(outcome)
 
 
 def test_concurrent_writers_used_both_single_and_batched_appends(
     outcome: ConcurrencyOutcome,
 ) -> None:
-    assert len(outcome.latencies("single")) == (WRITERS // 2) * PER_WRITER
-    assert len(outcome.latencies("batch")) == (WRITERS // 2) * PER_WRITER // 20
+    assert len(outcome.latencies("single")) == (WRITERS // 2) * per_writer(outcome)
+    assert len(outcome.latencies("batch")) == (WRITERS // 2) * per_writer(outcome) // 20
 
 
 def test_concurrent_writes_are_all_stored_exactly_once_with_healthy_indexes(
@@ -83,7 +93,7 @@ def test_concurrent_writes_are_all_stored_exactly_once_with_healthy_indexes(
     assert verdict.integrity == ["ok"]
     assert verdict.fts_problems == []
     assert verdict.search_misses == []
-    assert verdict.messages == WRITERS * PER_WRITER
+    assert verdict.messages == WRITERS * per_writer(outcome)
 
 
 def test_concurrent_readers_saw_no_errors_while_listing_searching_and_exporting(

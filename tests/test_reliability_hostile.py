@@ -25,6 +25,7 @@ from reliability_helpers import (
     file_digest,
     fuzz_search,
     queries,
+    reliability_seed,
     run_cli,
     tree_listing,
 )
@@ -72,16 +73,27 @@ def search_store(search_db: Path) -> Iterator[Store]:
     store.close()
 
 
-def test_search_messages_never_raises_for_any_query_text(search_db: Path, tmp_path: Path) -> None:
+# The `slow` variants (`pytest -m slow`) draw many more inputs from a fresh (printed) seed.
+LIBRARY_FUZZ = (300, pytest.param(5_000, marks=pytest.mark.slow))
+CLI_FUZZ = (150, pytest.param(1_000, marks=pytest.mark.slow))
+
+
+@pytest.mark.parametrize("examples", LIBRARY_FUZZ)
+def test_search_messages_never_raises_for_any_query_text(
+    search_db: Path, tmp_path: Path, examples: int
+) -> None:
     # In a child: a crash inside SQLite would otherwise take the whole test run down.
-    outcome = fuzz_search("library", search_db, tmp_path, examples=300)
+    seed = reliability_seed() if examples > 300 else None
+    outcome = fuzz_search("library", search_db, tmp_path, examples=examples, seed=seed)
     assert outcome.returncode == 0, outcome.describe()
 
 
+@pytest.mark.parametrize("examples", CLI_FUZZ)
 def test_cli_search_with_any_text_exits_0_or_a_clean_usage_error(
-    search_db: Path, tmp_path: Path
+    search_db: Path, tmp_path: Path, examples: int
 ) -> None:
-    outcome = fuzz_search("cli", search_db.parent, tmp_path, examples=150)
+    seed = reliability_seed() if examples > 150 else None
+    outcome = fuzz_search("cli", search_db.parent, tmp_path, examples=examples, seed=seed)
     assert outcome.returncode == 0, outcome.describe()
 
 
