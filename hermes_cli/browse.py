@@ -375,11 +375,11 @@ class Browser:
 
     def sources(self) -> list[str]:
         """Return the sources the store holds, most sessions first (read once)."""
-        from hermes_state import sessions as lib
+        from hermes_state import stats
 
         if self._sources is None:
             with _reading(self.path), self._shared():
-                self._sources = [r["source"] for r in lib.counts_by_source(self.store)]
+                self._sources = [r["source"] for r in stats.counts_by_source(self.store)]
         return self._sources
 
     def changed_marker(self) -> tuple[int, ...]:

@@ -907,7 +907,7 @@ def prune(
 
 
 def _stats_one(name: str, store: Any) -> dict[str, Any]:
-    from hermes_state import sessions as lib
+    from hermes_state import stats as lib
 
     by_source = lib.counts_by_source(store)
     return records.stats(

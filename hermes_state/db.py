@@ -25,6 +25,7 @@ from hermes_state import (
     portability,
     search,
     sessions as ses,
+    stats,
     usage,
 )
 from hermes_state.connection import Store, open_store
@@ -488,19 +489,19 @@ class SessionDB:
 
     def usage_by_model(self) -> list[ModelUsage]:
         """Return tokens and cost per model."""
-        return cast("list[ModelUsage]", ses.usage_by_model(self.store))
+        return cast("list[ModelUsage]", stats.usage_by_model(self.store))
 
     def top_sessions_by_tokens(self, n: int = 10) -> list[SessionRow]:
         """Return the sessions that used the most tokens."""
-        return cast("list[SessionRow]", ses.top_sessions_by_tokens(self.store, n))
+        return cast("list[SessionRow]", stats.top_sessions_by_tokens(self.store, n))
 
     def counts_by_source(self) -> list[SourceCount]:
         """Return session and message counts per source."""
-        return cast("list[SourceCount]", ses.counts_by_source(self.store))
+        return cast("list[SourceCount]", stats.counts_by_source(self.store))
 
     def store_stats(self) -> StoreStats:
         """Return file sizes, page counts and row counts."""
-        return cast("StoreStats", ses.store_stats(self.store))
+        return cast("StoreStats", stats.store_stats(self.store))
 
     # --- messages ------------------------------------------------------------------------------
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 import time
@@ -22,7 +21,7 @@ from hermes_state.errors import (
 )
 from hermes_state.home import named_profile_of
 from hermes_state.schema import column_names, projection
-from hermes_state.sql import escape_like
+from hermes_state.sql import chunks, escape_like, marks
 from hermes_state.text import bindable, scrub_surrogates
 
 MAX_TITLE_LENGTH = 100
@@ -751,31 +750,6 @@ def record_usage(
     store.write(fn)
 
 
-def usage_by_model(store: Store) -> list[dict[str, Any]]:
-    """Return sessions, tokens and cost summed per model, costliest first."""
-    rows = store.conn.execute(
-        "SELECT model, COUNT(*) AS session_count,"
-        " COALESCE(SUM(input_tokens), 0) AS input_tokens,"
-        " COALESCE(SUM(output_tokens), 0) AS output_tokens,"
-        " COALESCE(SUM(COALESCE(actual_cost_usd, estimated_cost_usd)), 0) AS cost_usd"
-        " FROM sessions WHERE model IS NOT NULL GROUP BY model"
-        " ORDER BY cost_usd DESC, input_tokens + output_tokens DESC"
-    ).fetchall()
-    return [dict(r) for r in rows]
-
-
-def top_sessions_by_tokens(store: Store, n: int = 10) -> list[dict[str, Any]]:
-    """Return the n sessions that used the most input+output tokens."""
-    rows = store.conn.execute(
-        "SELECT id, title, model, source,"
-        " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS total_tokens,"
-        " COALESCE(actual_cost_usd, estimated_cost_usd) AS cost_usd"
-        " FROM sessions ORDER BY total_tokens DESC, started_at DESC LIMIT ?",
-        (int(n),),
-    ).fetchall()
-    return [dict(r) for r in rows]
-
-
 class MessageCounts(NamedTuple):
     """A session's messages, counted from its rows.
 
@@ -789,7 +763,7 @@ class MessageCounts(NamedTuple):
     stored: int
 
 
-def _live_sql(store: Store) -> tuple[str, str]:
+def live_sql(store: Store) -> tuple[str, str]:
     """SQL for a live row and for a shown row (any row, in layouts that keep no generations)."""
     cols = store.columns("messages")
     if "active" not in cols:
@@ -802,72 +776,13 @@ def message_counts(store: Store, session_ids: Iterable[str]) -> dict[str, Messag
     """Return each session's MessageCounts (sessions without messages count 0, 0, 0)."""
     ids = list(dict.fromkeys(session_ids))
     counts = dict.fromkeys(ids, MessageCounts(0, 0, 0))
-    live, shown = _live_sql(store)
-    for at in range(0, len(ids), 500):
-        chunk = ids[at : at + 500]
+    live, shown = live_sql(store)
+    for chunk in chunks(ids):
         rows = store.conn.execute(
             f"SELECT session_id, COALESCE(SUM({live}), 0), COALESCE(SUM({shown}), 0), COUNT(*) "
-            f"FROM messages WHERE session_id IN ({','.join('?' * len(chunk))}) "
-            "GROUP BY session_id",
+            f"FROM messages WHERE session_id IN ({marks(len(chunk))}) GROUP BY session_id",
             chunk,
         )
         for sid, n_live, n_shown, n_stored in rows:
             counts[sid] = MessageCounts(int(n_live), int(n_shown), int(n_stored))
     return counts
-
-
-def counts_by_source(store: Store) -> list[dict[str, Any]]:
-    """Return sessions, live messages and stored messages per source (from the rows),
-    most sessions first."""
-    live, _ = _live_sql(store)
-    rows = store.conn.execute(
-        "SELECT s.source, COUNT(*) AS sessions, COALESCE(SUM(c.live), 0) AS messages, "
-        "COALESCE(SUM(c.stored), 0) AS stored_messages FROM sessions s LEFT JOIN "
-        f"(SELECT session_id, SUM({live}) AS live, COUNT(*) AS stored FROM messages "
-        "GROUP BY session_id) c ON c.session_id = s.id "
-        "GROUP BY s.source ORDER BY sessions DESC, s.source"
-    ).fetchall()
-    return [dict(r) for r in rows]
-
-
-def store_stats(store: Store) -> dict[str, Any]:
-    """Return file sizes (db, WAL, SHM), page and freelist counts and per-table row counts."""
-    conn = store.conn
-    files = {}
-    for suffix in ("", "-wal", "-shm"):
-        p = str(store.path) + suffix
-        try:
-            files["db" if not suffix else suffix[1:]] = os.stat(p).st_size
-        except FileNotFoundError:
-            files["db" if not suffix else suffix[1:]] = 0
-    tables = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-            " AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
-        )
-    ]
-    # FTS5 shadow tables are derived data; count only real tables and the FTS tables themselves.
-    counts = {
-        t: int(conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0])
-        for t in tables
-        if not re.search(r"_(data|idx|content|docsize|config)$", t)
-        or not t.startswith("messages_fts")
-    }
-    return {
-        "path": str(store.path),
-        "schema_version": _version(conn),
-        "files": files,
-        "total_bytes": sum(files.values()),
-        "page_size": conn.execute("PRAGMA page_size").fetchone()[0],
-        "page_count": conn.execute("PRAGMA page_count").fetchone()[0],
-        "freelist_count": conn.execute("PRAGMA freelist_count").fetchone()[0],
-        "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
-        "tables": counts,
-    }
-
-
-def _version(conn: sqlite3.Connection) -> int | None:
-    from hermes_state.schema import stored_version
-
-    return stored_version(conn)

@@ -39,7 +39,7 @@ LAYERS: list[set[str]] = [
     {"sessions", "lineage", "backup", "salvage"},
     {"messages", "ledger", "usage", "search", "restore", "recover"},
     {"compression", "portability"},
-    {"listing", "maintenance", "ownership"},
+    {"listing", "maintenance", "ownership", "stats"},
     {"db", "__init__", "pytest_plugin"},
 ]
 
