@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from clitools import ANSI_ESCAPE, SAMPLE, load_sample, run, run_json, sample_records
+from damage import populate_store, table_pages, zero_pages
 
 from hermes_state import messages, portability, sessions
 from hermes_state.connection import open_store
@@ -497,6 +498,35 @@ def test_recover_copies_the_store_into_a_new_file(sample: Path, tmp_path: Path) 
     assert data["tables"]["sessions"]["copied"] == 12
     with open_store(target, read_only=True) as store:
         assert sessions.count_sessions(store) == 12
+
+
+def test_recover_prints_counts_verdict_and_what_to_do_next(sample: Path, tmp_path: Path) -> None:
+    target = tmp_path / "new.db"
+    result = run("sessions", "recover", "--to", str(target))
+    assert result.exit_code == 0, result.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines() if line}
+    assert rows["sessions"][:3] == ["12", "12", "copied"]
+    assert "Verification: ok (integrity ok, 0 foreign key violations" in result.stdout
+    assert f"Wrote {target}; report: " in result.stdout
+    assert "The live store was not replaced." in result.stdout
+    assert "Lost:" not in result.stderr and "Skipped" not in result.stderr
+
+
+def test_recover_of_a_damaged_store_says_what_was_lost_and_keeps_the_copy(
+    db_path: Path, tmp_path: Path
+) -> None:
+    populate_store(db_path, sessions_n=4, messages_per_session=300)
+    leaves = table_pages(db_path, "messages")
+    zero_pages(db_path, leaves[len(leaves) // 2 : len(leaves) // 2 + 2])
+    target = tmp_path / "salvaged.db"
+    result = run("sessions", "recover", "--to", str(target))
+    assert result.exit_code == 1, result.stdout + result.stderr
+    assert "Verification: ok" in result.stdout
+    assert f"The partial copy was kept at {target}" in result.stderr
+    assert "--allow-partial" in result.stderr
+    with open_store(target, read_only=True) as store:
+        kept = store.conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    assert 0 < kept < 4 * 300
 
 
 def test_recover_refuses_an_existing_target(sample: Path, tmp_path: Path) -> None:
