@@ -1,4 +1,7 @@
-"""The one place that turns results into text for people: tables, transcripts, hits, prompts.
+"""Output plumbing for people: writing, formatting values, tables, highlights, progress, prompts.
+
+The views built on it live in `session_views` (list, hits, transcripts) and `store_views`
+(statistics, maintenance, recovery, backups).
 
 Every stored value passes through `hermes_cli.sanitize` before it is printed (escape codes are
 shown, never obeyed) and no data is ever handed to rich as markup. Layout follows

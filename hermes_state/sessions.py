@@ -1,4 +1,4 @@
-"""Session rows: create/end, lookup by id/prefix/title, titles, lineage, listing, statistics."""
+"""Session rows: create/end, lookup by id/prefix/title, titles, lineage, listing, message counts."""
 
 from __future__ import annotations
 
