@@ -164,10 +164,23 @@ class Results:
     ordering: str = ""
     route: str = ""
     partial: bool = False
+    examined: int = 0  # a partial search: candidates examined, of how many, back to when
+    candidates: int = 0
+    searched_back_to: float | None = None
     total: int | None = None  # sessions in the listing; None for searches (counted apart)
     more: bool = False  # another page can be fetched
     error: str | None = None
     elapsed_ms: float = 0.0
+
+
+def _partial_fields(found: Any) -> dict[str, Any]:
+    """The fields of Results that say how much of a partial search was examined."""
+    return {
+        "partial": found.partial,
+        "examined": found.examined or 0,
+        "candidates": found.candidates or 0,
+        "searched_back_to": found.searched_back_to,
+    }
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -266,8 +279,8 @@ class Browser:
             rows,
             ordering=found.ordering,
             route=found.route,
-            partial=found.partial,
             more=len(found) == HITS_PAGE,
+            **_partial_fields(found),
         )
 
     def _grouped(self, request: Request) -> Results:
@@ -293,7 +306,7 @@ class Browser:
             list(rows.values()),
             ordering=found.ordering,
             route=found.route,
-            partial=found.partial,
+            **_partial_fields(found),
         )
 
     def _sessions(self, request: Request) -> Results:
@@ -741,7 +754,13 @@ def status_text(
         else:
             out.append(f"{route} · {order} · {shown:,} hits shown")
         if results.partial:
-            out.append(" · stopped early: some older messages were not examined", style="bold")
+            back = results.searched_back_to
+            since = f", back to {render.local_time(back)}" if back else ""
+            out.append(
+                f" · partial: {results.examined:,} of {results.candidates:,} candidates "
+                f"examined{since}",
+                style="bold",
+            )
     else:
         total = results.total or 0
         out.append(

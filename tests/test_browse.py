@@ -596,3 +596,20 @@ def _sh(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def test_status_line_of_a_partial_search_says_how_much_was_examined() -> None:
+    request = Request(seq=1, view="hits", query="checkpoint", filters=Filters())
+    results = browse.Results(
+        request,
+        ordering="newest",
+        route="fts",
+        partial=True,
+        examined=107_367,
+        candidates=472_173,
+        searched_back_to=None,
+    )
+    line = browse.status_text(results).plain
+    assert "partial: 107,367 of 472,173 candidates examined" in line
+    whole = browse.Results(request, ordering="newest", route="fts")
+    assert "partial" not in browse.status_text(whole).plain
