@@ -494,8 +494,9 @@ def _quarantine(path: Path, kind: str) -> Quarantine:
 @contextlib.contextmanager
 def _creation_lock(path: Path) -> Iterator[None]:
     """Serialise creating or quarantining the store file across processes."""
-    lock_path = Path(str(path) + ".quarantine.lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    # The lock is on the store's directory, so no lock file is left beside the store.
+    lock_path = path.parent
+    fd = os.open(lock_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         deadline = time.monotonic() + 5.0
         while True:
@@ -504,7 +505,9 @@ def _creation_lock(path: Path) -> Iterator[None]:
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise StoreLockedError(f"timed out waiting for {lock_path.name}") from None
+                    raise StoreLockedError(
+                        f"timed out waiting for the creation lock on {lock_path}"
+                    ) from None
                 time.sleep(0.02)
         yield
     finally:

@@ -502,3 +502,11 @@ def test_every_50_writes_a_passive_checkpoint_lets_the_wal_restart(db_path: Path
     # WAL is rewritten from the start and never grows again, because checkpoints keep coming.
     assert len(grew) >= 40
     assert max(grew) <= 50
+
+
+def test_creating_a_store_leaves_no_file_but_the_store_and_its_journal(db_path: Path) -> None:
+    with open_store(db_path) as store:
+        store.write(lambda c: c.execute("INSERT INTO state_meta(key, value) VALUES ('k', 'v')"))
+    left = {p.name for p in db_path.parent.iterdir()}
+    assert "state.db" in left
+    assert left <= {"state.db", "state.db-wal", "state.db-shm", "state.db-journal"}, left
