@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from support.children import REPO_ROOT, child_env, hermes_argv
 from typer.testing import CliRunner, Result
 
 from hermes_cli.main import build_app
@@ -17,7 +17,6 @@ from hermes_state.connection import open_store
 from hermes_state.home import default_db_path
 from hermes_state.portability import import_sessions
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = REPO_ROOT / "examples" / "sample-sessions.jsonl"
 ANSI_ESCAPE = "\x1b["
 
@@ -52,12 +51,11 @@ def sample_records() -> list[dict[str, Any]]:
 
 def child(*args: str, env: dict[str, str] | None = None, input: str | None = None) -> Any:
     """Run `python -m hermes_cli ARGS` in a subprocess with this checkout on PYTHONPATH."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "hermes_cli", *args],
+        hermes_argv(*args),
         capture_output=True,
         text=True,
-        env=full_env,
+        env=child_env(extra=env),
         input=input if input is not None else "",
         timeout=60,
     )
@@ -89,12 +87,12 @@ def pty_child(
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
-    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TERM": "xterm-256color"}
-    for name in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "PAGER", "HERMES_PAGER"):
+    full_env = child_env(plain=True)
+    for name in ("NO_COLOR", "PAGER", "HERMES_PAGER"):
         full_env.pop(name, None)
-    full_env.update(env or {})
+    full_env.update({"TERM": "xterm-256color", **(env or {})})
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hermes_cli", *args],
+        hermes_argv(*args),
         stdin=slave,
         stdout=slave,
         stderr=slave,

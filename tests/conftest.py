@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -11,11 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.children import child_env
 
 from hermes_state.connection import is_open_in_process
 from hermes_state.db import SessionDB
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # A separate process with the store open: "lock" holds BEGIN IMMEDIATE, "open" only reads.
 # It lets go when the test closes its stdin or after the given number of seconds.
@@ -32,11 +30,6 @@ if conn.in_transaction:
     conn.execute("COMMIT")
 print("released", time.time(), flush=True)
 """
-
-
-def child_env() -> dict[str, str]:
-    """Environment for a child python that imports this checkout (and inherits HERMES_HOME)."""
-    return {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
 
 @dataclass

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import children
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 OTHER_UID = 65534  # nobody
 # As root, permission checks are bypassed; dropping these capabilities makes a root process
@@ -34,11 +34,7 @@ UNPRIVILEGED = (
 
 def child_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     """Environment for `python -m hermes_cli` in a child, with HERMES_HOME=home."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_TEST_ISOLATION": "1"}
-    env["HERMES_HOME"] = str(home)
-    for name in ("COLUMNS", "LINES", "FORCE_COLOR"):
-        env.pop(name, None)
-    return {**env, **(extra or {})}
+    return children.child_env(home, extra, plain=True)
 
 
 def hermes(

@@ -14,9 +14,7 @@ import os
 import random
 import re
 import select
-import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -27,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = TESTS_DIR.parent
+from support.children import child_env
+
 HELPERS = Path(__file__).resolve()
 
 # One unicode61 token per message (no separators), so a search finds exactly that message.
@@ -36,13 +34,6 @@ TOKEN_RE = re.compile(r"zqw(\d+)n(\d+)")
 CRASH_TOKEN_RE = re.compile(r"zqk(\d+)r(\d+)n(\d+)")
 
 SEED_ENV = "HERMES_RELIABILITY_SEED"
-
-
-def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """Environment for a child python that imports this checkout (HERMES_HOME is inherited)."""
-    # HERMES_TEST_ISOLATION keeps the live-store guard on in children of module-scoped fixtures.
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_TEST_ISOLATION": "1"}
-    return {**env, **(extra or {})}
 
 
 def child_command(role: str, *args: object) -> list[str]:
@@ -446,7 +437,7 @@ def run_cli(
     """Run `python -m hermes_cli ARGS` in a child with HERMES_HOME=home."""
     return subprocess.run(
         [sys.executable, "-m", "hermes_cli", *args],
-        env=child_env({"HERMES_HOME": str(home), **(extra_env or {})}),
+        env=child_env(home, extra_env),
         capture_output=True,
         text=True,
         input=input_text,
@@ -489,101 +480,6 @@ def tree_listing(root: Path) -> dict[str, tuple[str, int]]:
             kind = "dir" if p.is_dir() and not p.is_symlink() else "file"
             out[str(p.relative_to(root))] = (kind, 0 if kind == "dir" else st.st_size)
     return out
-
-
-def copy_bundle(src_db: Path, dest_db: Path) -> None:
-    """Copy a closed store file and whichever sidecars it has, keeping their mtimes."""
-    dest_db.parent.mkdir(parents=True, exist_ok=True)
-    for suffix in ("", "-wal", "-shm"):
-        src = Path(str(src_db) + suffix)
-        if src.exists():
-            shutil.copy2(src, Path(str(dest_db) + suffix))
-
-
-def drop_sidecars(db: Path) -> None:
-    """Remove a closed store's -wal/-shm (the damage then sits in the main file alone)."""
-    for suffix in ("-wal", "-shm"):
-        Path(str(db) + suffix).unlink(missing_ok=True)
-
-
-# --- damage kinds beyond tests/damage.py --------------------------------------------------------
-
-DAMAGE_KINDS = ("zero-byte", "garbage", "truncated", "header", "btree", "stale-wal")
-# A writable open moves these aside and starts fresh (SPEC §3): their header is not SQLite's.
-QUARANTINED_KINDS = ("zero-byte", "garbage")
-
-
-def write_garbage(path: Path, size: int = 8192, seed: int = 1) -> None:
-    """Replace the whole file with random bytes (no SQLite header at all)."""
-    os.truncate(path, 0)
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, random.Random(seed).randbytes(size), 0)
-    finally:
-        os.close(fd)
-
-
-def damage_header_fields(path: Path, seed: int = 2) -> None:
-    """Scramble bytes 16–99 of the header (page size, counters…) but keep the magic string."""
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, random.Random(seed).randbytes(84), 16)
-    finally:
-        os.close(fd)
-
-
-def attach_stale_wal(path: Path) -> None:
-    """Leave a WAL of an older generation of the file next to a newer (vacuumed) main file.
-
-    The WAL's committed frames were written for the page layout before the VACUUM; SQLite
-    replays them onto the new layout, which is what a torn snapshot + stale sidecar looks like.
-    """
-    from damage import crash_with_committed_wal, settle
-
-    conn = sqlite3.connect(path)
-    try:
-        sid = conn.execute("SELECT id FROM sessions ORDER BY id LIMIT 1").fetchone()[0]
-    finally:
-        conn.close()
-    crash_with_committed_wal(path, sid, 30)
-    wal = Path(str(path) + "-wal")
-    frames = wal.read_bytes()  # the writer is dead: nothing holds this file
-    conn = sqlite3.connect(path, isolation_level=None)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("DELETE FROM messages WHERE id % 3 = 0")
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()
-    settle(path)
-    drop_sidecars(path)
-    wal.write_bytes(frames)
-
-
-def damage(path: Path, kind: str) -> None:
-    """Damage a closed, settled store file in place in one of DAMAGE_KINDS."""
-    from damage import settle, table_pages, truncate_store, zero_pages
-
-    settle(path)
-    drop_sidecars(path)
-    if kind == "zero-byte":
-        os.truncate(path, 0)
-    elif kind == "garbage":
-        write_garbage(path)
-    elif kind == "truncated":
-        truncate_store(path, 0.3)
-    elif kind == "header":
-        damage_header_fields(path)
-    elif kind == "btree":
-        # Every command reads sessions: zero its leaf pages so all of them meet the damage.
-        zero_pages(path, table_pages(path, "sessions", "leaf"))
-    elif kind == "stale-wal":
-        attach_stale_wal(path)
-    else:
-        raise ValueError(f"unknown damage kind {kind!r}")
-    if kind != "stale-wal":
-        drop_sidecars(path)
 
 
 # --- fuzzing ------------------------------------------------------------------------------------
@@ -641,7 +537,7 @@ def queries() -> Any:
 
 def build_search_store(db: Path) -> Path:
     """Create a store with words, punctuation, CJK and tool calls for the search fuzzers."""
-    from damage import populate_store
+    from support.stores import populate_store
 
     from hermes_state import messages, sessions
     from hermes_state.connection import open_store
@@ -689,7 +585,7 @@ def fuzz_search(
         child_command(
             "fuzz", mode, target, examples, "derandomize" if seed is None else seed, last
         ),
-        env=child_env({"HERMES_HOME": str(target)} if mode == "cli" else None),
+        env=child_env(target if mode == "cli" else None),
         capture_output=True,
         text=True,
         timeout=1800,

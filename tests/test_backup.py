@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.children import child_env
 
 from hermes_state import messages, sessions
 from hermes_state.backup import (
@@ -27,8 +28,6 @@ from hermes_state.backup import (
 from hermes_state.connection import open_store
 from hermes_state.errors import StoreBusyError
 from hermes_state.restore import restore_backup
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def make_store(home: Path, n_sessions: int = 2, n_messages: int = 3) -> Path:
@@ -181,7 +180,7 @@ def test_backup_taken_during_continuous_appends_is_a_consistent_prefix(hermes_ho
     db = make_store(hermes_home, n_sessions=1, n_messages=1)
     writer = subprocess.Popen(
         [sys.executable, "-c", APPENDER, str(db), "2.0"],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=child_env(),
         stdout=subprocess.PIPE,
         text=True,
     )

@@ -13,7 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from damage import crash_with_committed_wal, populate_store, settle
 from hostile_env import (
     assert_one_line_error,
     give_away,
@@ -24,6 +23,7 @@ from hostile_env import (
     small_filesystem,
     start_hermes,
 )
+from support.stores import crash_with_committed_wal, populate_store, settle
 
 from hermes_state.home import create_profile
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.children import child_env
 
 from hermes_state.connection import open_store
 
@@ -19,7 +19,7 @@ MESSAGES = 2000
 
 def generate(out: Path, seed: int = 7) -> None:
     """Run bench/generate.py in a child process into out."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_TEST_ISOLATION": "1"}
+    env = child_env()
     argv = [sys.executable, str(GENERATE), "--messages", str(MESSAGES), "--seed", str(seed)]
     subprocess.run(
         [*argv, "--out", str(out), "--quiet"], env=env, check=True, capture_output=True, timeout=60

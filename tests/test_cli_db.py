@@ -73,7 +73,7 @@ def test_db_check_names_the_wal_reset_risk_of_a_wal_store(sample: Path) -> None:
 
 
 def test_db_check_fails_on_the_layout_older_versions_wrote(sample: Path) -> None:
-    from legacy_layout import make_legacy
+    from support.legacy_layout import make_legacy
 
     make_legacy(sample)
     result = run("db", "check", "--json")
@@ -188,7 +188,7 @@ def test_db_migrate_finishes_a_pending_index_rebuild(sample: Path) -> None:
 
 
 def _upstream30(hermes_home: Path) -> Path:
-    from upstream30 import build_upstream30
+    from support.upstream30 import build_upstream30
 
     return build_upstream30(hermes_home / "state.db").path
 
@@ -249,7 +249,7 @@ def test_db_migrate_says_what_it_did_and_which_releases_can_use_the_store(
 def test_edit_commands_refuse_the_layout_older_versions_wrote_until_migrated(
     sample: Path,
 ) -> None:
-    from legacy_layout import make_legacy
+    from support.legacy_layout import make_legacy
 
     make_legacy(sample)
     session = "20261118_091502_a1c9e2"  # a sample session

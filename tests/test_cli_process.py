@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import ANSI_ESCAPE, REPO_ROOT, child, load_sample
+from clitools import ANSI_ESCAPE, child, load_sample
+from support.children import child_env
 
 from hermes_state import home
 
@@ -50,7 +51,7 @@ def _modules_loaded_by(*args: str) -> set[str]:
         [sys.executable, "-c", MODULE_DUMP, *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        env=child_env(),
         timeout=60,
     )
     line = proc.stderr.strip().splitlines()[-1]
@@ -129,7 +130,7 @@ def _run_on_a_terminal(args: list[str], env: dict[str, str]) -> str:
         stdout=slave,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "160", **env},
+        env=child_env(extra={"COLUMNS": "160", **env}),
     )
     os.close(slave)
     chunks = []

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from clitools import ANSI_ESCAPE, SAMPLE, load_sample, run, run_json, sample_records
-from damage import populate_store, table_pages, zero_pages
+from support.damage import table_pages, zero_pages
+from support.stores import populate_store
 
 from hermes_state import messages, portability, sessions
 from hermes_state.connection import open_store

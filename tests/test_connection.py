@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Holder, child_env
+from conftest import Holder
+from support.children import child_env
 
 from hermes_state import journal
 from hermes_state.connection import (

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from upstream30 import build_upstream30
+from support.upstream30 import build_upstream30
 
 from hermes_state import cjk, fts, messages, meta, sessions
 from hermes_state.connection import Store, open_store

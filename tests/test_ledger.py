@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import child_env
+from support.children import child_env
 
 from hermes_state import ledger
 from hermes_state.connection import Store

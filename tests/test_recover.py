@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import damage
 import pytest
+from support import damage, stores
 
 from hermes_state import schema
 from hermes_state.connection import open_store
@@ -49,7 +49,7 @@ def source(tmp_path: Path) -> Path:
     """A healthy store with 4 sessions x 50 messages and usage rows."""
     db = tmp_path / "src" / "state.db"
     db.parent.mkdir()
-    damage.populate_store(db, sessions_n=4, messages_per_session=50, content_size=200)
+    stores.populate_store(db, sessions_n=4, messages_per_session=50, content_size=200)
     return db
 
 
@@ -58,7 +58,7 @@ def big_source(tmp_path: Path) -> Path:
     """A store whose messages span many leaf pages (for damage in the middle)."""
     db = tmp_path / "src" / "state.db"
     db.parent.mkdir()
-    damage.populate_store(db, sessions_n=10, messages_per_session=200, content_size=300)
+    stores.populate_store(db, sessions_n=10, messages_per_session=200, content_size=300)
     return db
 
 
@@ -107,17 +107,17 @@ def test_recover_rebuilds_fts_instead_of_copying_its_markers(source: Path, tmp_p
 
 
 def test_recover_leaves_the_source_bundle_byte_identical(source: Path, tmp_path: Path) -> None:
-    damage.crash_with_committed_wal(source, "sess-1-00000", count=20)
-    before = damage.bundle_digest(source)
+    stores.crash_with_committed_wal(source, "sess-1-00000", count=20)
+    before = stores.bundle_digest(source)
     assert f"{source.name}-wal" in before
     recover(source, tmp_path / "out.db")
-    assert damage.bundle_digest(source) == before
+    assert stores.bundle_digest(source) == before
 
 
 def test_recover_reads_committed_wal_frames_of_a_stale_main_file(
     source: Path, tmp_path: Path
 ) -> None:
-    damage.crash_with_committed_wal(source, "sess-1-00000", count=20)
+    stores.crash_with_committed_wal(source, "sess-1-00000", count=20)
     target = tmp_path / "out.db"
     report = recover(source, target)
     assert report.complete
@@ -285,7 +285,7 @@ def test_recover_refuses_a_source_that_changes_while_it_is_copied(
 
 
 def test_recover_salvages_the_rows_around_zeroed_pages(big_source: Path, tmp_path: Path) -> None:
-    total = damage.count_rows(big_source, "messages")
+    total = stores.count_rows(big_source, "messages")
     damage.zero_middle_pages(big_source, "messages", count=2, gap=3)
     target = tmp_path / "out.db"
     report = recover(big_source, target)
@@ -332,11 +332,11 @@ def test_recover_salvages_a_truncated_store(big_source: Path, tmp_path: Path) ->
 
 def test_recover_reads_a_store_whose_header_is_garbage(source: Path, tmp_path: Path) -> None:
     damage.garbage_header(source)
-    before = damage.bundle_digest(source)
+    before = stores.bundle_digest(source)
     report = recover(source, tmp_path / "out.db")
     assert report.header_rewritten and report.verified
     assert report.tables["messages"].copied == 200 and report.tables["sessions"].copied == 4
-    assert damage.bundle_digest(source) == before
+    assert stores.bundle_digest(source) == before
 
 
 def test_recover_of_a_file_that_is_no_database_reports_it_unreadable(tmp_path: Path) -> None:
@@ -348,7 +348,7 @@ def test_recover_of_a_file_that_is_no_database_reports_it_unreadable(tmp_path: P
 
 
 def test_recover_reads_rows_below_a_damaged_interior_page(big_source: Path, tmp_path: Path) -> None:
-    total = damage.count_rows(big_source, "messages")
+    total = stores.count_rows(big_source, "messages")
     damage.zero_interior_page(big_source, "messages")
     report = recover(big_source, tmp_path / "out.db")
     messages = report.tables["messages"]
@@ -506,8 +506,8 @@ def _apply(step: Callable[..., None], db: Path, tmp_path: Path) -> None:
 def test_recover_continues_past_an_out_of_order_rowid(
     big_source: Path, tmp_path: Path, mask: int
 ) -> None:
-    total = damage.count_rows(big_source, "messages")
-    damage.settle(big_source)
+    total = stores.count_rows(big_source, "messages")
+    stores.settle(big_source)
     _apply(functools.partial(matrix.flip_rowid, mask=mask), big_source, tmp_path)
     report = recover(big_source, tmp_path / "out.db")
     messages = report.tables["messages"]
@@ -535,7 +535,7 @@ def test_recover_continues_past_an_out_of_order_rowid(
 def test_recover_repairs_each_header_field_from_the_real_pages(
     source: Path, tmp_path: Path, offset: int, value: bytes, fix: str
 ) -> None:
-    damage.settle(source)
+    stores.settle(source)
     fd = os.open(source, os.O_WRONLY)
     try:
         os.pwrite(fd, value, offset)
@@ -552,7 +552,7 @@ def test_recover_reads_every_table_from_its_pages_when_page_1_is_zeroed(
 ) -> None:
     want = rows(big_source, "SELECT * FROM messages ORDER BY id")
     sessions = rows(big_source, "SELECT * FROM sessions ORDER BY id")
-    damage.settle(big_source)
+    stores.settle(big_source)
     _apply(matrix.page1_zeroed, big_source, tmp_path)
     target = tmp_path / "out.db"
     report = recover(big_source, target)
@@ -580,7 +580,7 @@ def test_recover_keeps_deleted_rows_out_of_live_tables_when_the_freelist_header_
 ) -> None:
     _apply(matrix.delete_a_session, big_source, tmp_path)
     want = rows(big_source, "SELECT count(*) FROM messages")[0][0]
-    damage.settle(big_source)
+    stores.settle(big_source)
     _apply(matrix.lose_freelist, big_source, tmp_path)
     target = tmp_path / "out.db"
     report = recover(big_source, target)
@@ -616,7 +616,7 @@ def test_recover_ignores_a_wal_that_belongs_to_another_store(
     big_source: Path, tmp_path: Path
 ) -> None:
     want = rows(big_source, "SELECT * FROM messages ORDER BY id")
-    damage.settle(big_source)
+    stores.settle(big_source)
     _apply(matrix.foreign_wal, big_source, tmp_path)
     target = tmp_path / "out.db"
     report = recover(big_source, target)
@@ -635,7 +635,7 @@ def test_recover_ignores_a_stale_wal_of_the_same_store(big_source: Path, tmp_pat
 
 
 def test_recover_replays_a_wal_that_fits(source: Path, tmp_path: Path) -> None:
-    damage.crash_with_committed_wal(source, "sess-1-00000", count=20)
+    stores.crash_with_committed_wal(source, "sess-1-00000", count=20)
     report = recover(source, tmp_path / "out.db")
     assert report.wal.startswith("replayed") and report.complete
 

@@ -17,16 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from damage import populate_store, settle
-from reliability_helpers import (
-    DAMAGE_KINDS,
-    QUARANTINED_KINDS,
-    copy_bundle,
-    damage,
-    error_lines,
-    file_digest,
-    run_cli,
-)
+from reliability_helpers import error_lines, file_digest, run_cli
+from support.damage import DAMAGE_KINDS, QUARANTINED_KINDS, damage
+from support.stores import copy_bundle, populate_store, settle
 from typer.testing import CliRunner
 
 from hermes_cli.main import build_app

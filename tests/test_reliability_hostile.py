@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from damage import populate_store
 from hypothesis import HealthCheck, given, settings
 from reliability_helpers import (
     build_search_store,
@@ -29,6 +28,7 @@ from reliability_helpers import (
     run_cli,
     tree_listing,
 )
+from support.stores import populate_store
 from typer.testing import CliRunner
 
 from hermes_cli.main import build_app

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Holder
-from damage import crash_with_committed_wal, populate_store, settle
 from reliability_helpers import file_state, run_cli, tree_listing
+from support.stores import crash_with_committed_wal, populate_store, settle
 
 from hermes_state.home import create_profile
 

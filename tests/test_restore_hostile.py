@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 from clitools import pty_child
-from damage import crash_with_committed_wal, populate_store, settle, zero_middle_pages
 from hostile_env import (
     assert_one_line_error,
     digest,
@@ -31,14 +30,15 @@ from hostile_env import (
     small_filesystem,
     start_hermes,
 )
-from legacy_layout import make_legacy
-from upstream30 import build_upstream30
+from support.children import child_env
+from support.damage import zero_middle_pages
+from support.legacy_layout import make_legacy
+from support.stores import crash_with_committed_wal, populate_store, settle
+from support.upstream30 import build_upstream30
 
 from hermes_state import store_objects
 from hermes_state.backup import create_backup
 from hermes_state.restore import prepare_restore, restore_backup
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def count(db: Path, table: str) -> int:
@@ -176,7 +176,7 @@ def test_restore_of_an_edited_archive_under_four_live_writers_loses_no_acknowled
     for w in range(4):
         proc = subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db), str(w), str(tmp_path / f"ack{w}"), "3"],
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env=child_env(),
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import upstream30
-from upstream30 import build_upstream30, dump_table, table_names
+from support import upstream30
+from support.upstream30 import build_upstream30, dump_table, table_names
 
 from hermes_state import migrations, schema
 from hermes_state.connection import open_store

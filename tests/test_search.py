@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.children import child_env
 
 from hermes_state import cjk, fts, messages, search, sessions
 from hermes_state.connection import Store, open_store
@@ -373,8 +373,8 @@ def test_cjk_punctuation_alone_does_not_route_to_the_cjk_index(store: Store) -> 
 
 
 def test_read_only_search_of_an_upstream_layout(db_path: Path) -> None:
+    from support.upstream30 import build_upstream30
     from test_fts import add_upstream_fts
-    from upstream30 import build_upstream30
 
     build_upstream30(db_path)
     add_upstream_fts(db_path, extra_rows=3)
@@ -405,12 +405,11 @@ def test_wildcard_term_next_to_another_term_finds_substrings_without_crashing(
         " s = open_store(Path(sys.argv[1]), read_only=True);"
         " r = search_messages(s, 'ab_c deploy'); print(r.route, [h['id'] for h in r])"
     )
-    repo = str(Path(__file__).resolve().parents[1])
     done = subprocess.run(
         [sys.executable, "-c", code, str(db_path)],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": repo},
+        env=child_env(),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]

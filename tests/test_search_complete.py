@@ -9,7 +9,6 @@ index tables queried directly. Each search runs twice to show the same hits come
 from __future__ import annotations
 
 import itertools
-import os
 import sqlite3
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.children import child_env
 
 from hermes_state import search
 from hermes_state.connection import Store, open_store
@@ -63,7 +63,7 @@ def _combos() -> list[dict[str, Any]]:
 def store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated 50,000-message store with some archived/pinned sessions and rewound rows."""
     out = tmp_path_factory.mktemp("complete")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_TEST_ISOLATION": "1"}
+    env = child_env()
     generate = [sys.executable, str(REPO_ROOT / "bench" / "generate.py")]
     subprocess.run(
         [*generate, "--messages", str(MESSAGES), "--seed", "11", "--out", str(out), "--quiet"],

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from damage import populate_store, settle, zero_middle_pages
 from hostile_env import (
     assert_one_line_error,
     digest,
@@ -21,6 +20,8 @@ from hostile_env import (
     listing,
     small_filesystem,
 )
+from support.damage import zero_middle_pages
+from support.stores import populate_store, settle
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample-sessions.jsonl"
 SID = "sess-1-00002"

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from support.children import child_env, hermes_argv
 
 from interop.releases import Release, run_probe
 
@@ -27,10 +27,10 @@ LEDGER = ("runtime_epoch", "session_admissions", "worker_executions", "worker_re
 
 def hermes(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run this checkout's `hermes` in a child process against the store in home."""
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
+    env = child_env(home)
     env.pop("NO_COLOR", None)
     return subprocess.run(
-        [sys.executable, "-m", "hermes_cli", *args],
+        hermes_argv(*args),
         capture_output=True,
         text=True,
         env=env,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.children import child_env
 
 from interop.harness import (
     LEDGER,
@@ -141,7 +141,7 @@ def _write(op: str, home: Path, scratch: Path) -> dict[str, Any]:
             [sys.executable, "-c", code, str(home / "state.db")],
             capture_output=True,
             text=True,
-            env={**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)},
+            env=child_env(home),
         )
         _ok(done)
         return {
@@ -305,7 +305,7 @@ def test_store_of_an_unknown_schema_is_browsed_and_every_write_refused(
 def test_our_old_layout_breaks_the_release_until_db_migrate_repairs_it(
     built: Path, release: Release, baseline: dict[str, Any], scratch: Path
 ) -> None:
-    from legacy_layout import make_legacy
+    from support.legacy_layout import make_legacy
 
     make_legacy(built / "state.db")
     refused = hermes(built, "sessions", "rename", "s_cli_docker2", "X")

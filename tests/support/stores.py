@@ -1,7 +1,7 @@
-"""Test helpers that build stores and damage their files on purpose.
+"""Test stores built through the library, settled, copied and compared.
 
-Every damaging function works on a store that no connection of this process has open (the
-helpers settle the WAL into the main file first, so the damage is not masked by WAL frames).
+Builders for other layouts live beside this module: ``legacy_layout`` (this package's layout before
+SPEC §19) and ``upstream30`` (an upstream schema-30 store with every kind of row).
 """
 
 from __future__ import annotations
@@ -9,18 +9,19 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from hermes_state import messages, sessions
 from hermes_state.connection import open_store
+from hermes_state.sql import SIDECAR_SUFFIXES, STORE_FILE_SUFFIXES, companion, quote, store_files
+from support.children import child_env
 
-BUNDLE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 WORDS = [
     "deploy",
     "docker",
@@ -140,96 +141,6 @@ def settle(path: Path) -> None:
         conn.close()
 
 
-def page_size(path: Path) -> int:
-    """Return the page size recorded in the database header."""
-    with open(path, "rb") as f:
-        header = f.read(100)
-    size = int.from_bytes(header[16:18], "big")
-    return 65536 if size == 1 else size
-
-
-def table_pages(path: Path, table: str, pagetype: str = "leaf") -> list[int]:
-    """Return the page numbers of one table's btree pages of a type, in key order."""
-    settle(path)
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute(
-            "SELECT pageno FROM dbstat WHERE name = ? AND pagetype = ? ORDER BY path",
-            (table, pagetype),
-        ).fetchall()
-    finally:
-        conn.close()
-    return [r[0] for r in rows]
-
-
-def zero_pages(path: Path, pages: Iterable[int]) -> None:
-    """Overwrite whole pages (1-based page numbers) with zero bytes."""
-    size = page_size(path)
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        for page in pages:
-            os.pwrite(fd, b"\0" * size, (page - 1) * size)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def zero_middle_pages(
-    path: Path, table: str = "messages", count: int = 2, gap: int = 0
-) -> list[int]:
-    """Zero count leaf pages in the middle of a table's btree (gap leaves apart); return them."""
-    leaves = table_pages(path, table, "leaf")
-    if len(leaves) < (count - 1) * (gap + 1) + 1:
-        raise ValueError(f"{table} has only {len(leaves)} leaf pages")
-    middle = (len(leaves) - (count - 1) * (gap + 1)) // 2
-    chosen = [leaves[middle + i * (gap + 1)] for i in range(count)]
-    zero_pages(path, chosen)
-    return chosen
-
-
-def zero_interior_page(path: Path, table: str = "messages") -> int:
-    """Zero one interior page of a table's b-tree (below the root when there is such a level).
-
-    Every leaf below it is cut off from the table although the leaves themselves are intact.
-    """
-    settle(path)
-    conn = sqlite3.connect(path)
-    try:
-        rows = conn.execute(
-            "SELECT pageno, path FROM dbstat WHERE name = ? AND pagetype = 'internal' "
-            "ORDER BY path",
-            (table,),
-        ).fetchall()
-    finally:
-        conn.close()
-    if not rows:
-        raise ValueError(f"{table} has no interior pages")
-    deeper = [page for page, p in rows if p != "/"] or [rows[0][0]]  # "/" is the root
-    page = deeper[len(deeper) // 2]
-    zero_pages(path, [page])
-    return page
-
-
-def truncate_store(path: Path, fraction: float = 0.5) -> int:
-    """Cut the main file to a fraction of its size (whole pages); return the new size."""
-    settle(path)
-    size = page_size(path)
-    keep = max(1, int(os.path.getsize(path) * fraction) // size) * size
-    os.truncate(path, keep)
-    return keep
-
-
-def garbage_header(path: Path, nbytes: int = 100, seed: int = 7) -> None:
-    """Overwrite the first nbytes (the 100-byte database header by default) with random bytes."""
-    settle(path)
-    rng = random.Random(seed)
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.pwrite(fd, bytes(rng.randrange(256) for _ in range(nbytes)), 0)
-    finally:
-        os.close(fd)
-
-
 CRASH_WRITER = textwrap.dedent(
     """
     import os, sqlite3, sys
@@ -249,7 +160,7 @@ CRASH_WRITER = textwrap.dedent(
 def crash_with_committed_wal(path: Path, session_id: str, count: int = 50) -> None:
     """Commit count messages in a child that then dies without checkpointing."""
     settle(path)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = child_env()
     subprocess.run(
         [sys.executable, "-c", CRASH_WRITER, str(path), session_id, str(count)],
         check=True,
@@ -261,8 +172,7 @@ def crash_with_committed_wal(path: Path, session_id: str, count: int = 50) -> No
 def bundle_digest(path: Path) -> dict[str, str]:
     """Return sha256 of the main file and each sidecar that exists (to prove nothing changed)."""
     out = {}
-    for suffix in BUNDLE_SUFFIXES:
-        member = Path(str(path) + suffix)
+    for member in store_files(path):
         if member.exists():
             out[member.name] = hashlib.sha256(member.read_bytes()).hexdigest()
     return out
@@ -272,6 +182,21 @@ def count_rows(path: Path, table: str) -> int:
     """Count a table's rows in a healthy store file (opened read-only)."""
     conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
     try:
-        return conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        return int(conn.execute(f"SELECT count(*) FROM {quote(table)}").fetchone()[0])
     finally:
         conn.close()
+
+
+def copy_bundle(src_db: Path, dest_db: Path) -> None:
+    """Copy a closed store file and whichever companions it has, keeping their mtimes."""
+    dest_db.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in STORE_FILE_SUFFIXES:
+        src = companion(src_db, suffix)
+        if src.exists():
+            shutil.copy2(src, companion(dest_db, suffix))
+
+
+def drop_sidecars(db: Path) -> None:
+    """Remove a closed store's -wal/-shm/-journal (the damage then sits in the main file alone)."""
+    for side in store_files(db, SIDECAR_SUFFIXES):
+        side.unlink(missing_ok=True)
