@@ -37,7 +37,7 @@ from hermes_state.errors import (
     translate_sqlite_error,
 )
 from hermes_state.home import ensure_private_dir
-from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
+from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, companion, quote, store_files
 
 if TYPE_CHECKING:
     from hermes_state.layout import Layout
@@ -170,6 +170,9 @@ class Store:
         # How many writes this handle had made when a whole-file check last found it sound
         # (None: never checked); a check is not repeated until this handle writes again.
         self.verified_at: int | None = None
+        # A read-only open of a WAL store that had no -wal/-shm makes them (SQLite must);
+        # closing removes them again when nothing else has the store open (see close).
+        self.made_sidecars = False
 
     @property
     def writes(self) -> int:
@@ -240,6 +243,8 @@ class Store:
         try:
             if self.read_only:
                 self.conn.close()
+                if self.made_sidecars and not self.damaged:
+                    remove_made_sidecars(self.path)
             elif self.damaged:
                 close_without_checkpoint(self.conn, self.path)
             else:
@@ -248,6 +253,32 @@ class Store:
                 self.conn.close()
         finally:
             _register_close(self.path)
+
+
+def remove_made_sidecars(path: Path) -> None:
+    """Remove the empty -wal and the -shm a read-only open made, if no other process has them.
+
+    A read-only connection cannot remove them itself. A plain connection that reads the schema
+    and closes does: SQLite's last connection to close a WAL store takes the exclusive lock,
+    checkpoints nothing (the WAL is empty) and deletes both files. If another process has the
+    store open, that lock is refused and the files stay, as they must.
+    """
+    wal = companion(path, "-wal")
+    try:
+        if os.stat(wal).st_size != 0:
+            return  # frames written since: not ours to checkpoint
+    except FileNotFoundError:
+        if not companion(path, "-shm").exists():
+            return
+    try:
+        conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
 
 
 def close_without_checkpoint(conn: sqlite3.Connection, path: Path) -> None:
@@ -767,6 +798,7 @@ def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
     told = False
     io_errors = 0
     while True:
+        had_sidecars = any(p.exists() for p in store_files(path, ("-wal", "-shm")))
         try:
             conn = sqlite3.connect(
                 read_only_uri(path),
@@ -790,7 +822,7 @@ def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
             mode = journal.current_mode(conn)
             # Later statements of the command wait as long as the open could.
             conn.execute(f"PRAGMA busy_timeout = {int(max(patience, 0.001) * 1000)}")
-            return Store(
+            store = Store(
                 path,
                 conn,
                 read_only=True,
@@ -799,6 +831,8 @@ def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
                 found=found,
                 waiting=waiting,
             )
+            store.made_sidecars = mode == "wal" and not had_sidecars
+            return store
         except sqlite3.DatabaseError as exc:
             conn.close()
             if is_corruption_error(exc):
