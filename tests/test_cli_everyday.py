@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 F_GETPIPE_SZ = getattr(fcntl, "F_GETPIPE_SZ", 1032)
 GENERATE = (sys.executable, str(REPO_ROOT / "bench" / "generate.py"), "--quiet")
 HERMES = (sys.executable, "-m", "hermes_cli")
+RAM = Path("/dev/shm")  # a tmpfs on Linux: commits there cost no fsync
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +52,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("everyday")
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_TEST_ISOLATION": "1"}
     # Generated in RAM where there is a tmpfs: its ~1,000 small commits cost fsyncs, not work.
-    ram = Path("/dev/shm")
-    with tempfile.TemporaryDirectory(dir=ram if ram.is_dir() else out) as scratch:
+    with tempfile.TemporaryDirectory(dir=RAM if RAM.is_dir() else out) as scratch:
         subprocess.run(
             [*GENERATE, "--messages", str(MESSAGES), "--seed", str(SEED), "--out", scratch],
             env=env,
@@ -83,6 +83,17 @@ def copied(generated: Path, hermes_home: Path) -> Path:
     db = hermes_home / "state.db"
     shutil.copyfile(generated, db)
     return db
+
+
+@pytest.fixture
+def ram_home(generated: Path, tmp_path: Path) -> Iterator[Path]:
+    """A home of its own holding a copy of the generated store, in RAM where there is a tmpfs.
+
+    For commands that commit once per session: on disk, fsyncs would take most of their time.
+    """
+    with tempfile.TemporaryDirectory(dir=RAM if RAM.is_dir() else tmp_path) as scratch:
+        shutil.copyfile(generated, Path(scratch) / "state.db")
+        yield Path(scratch)
 
 
 def hermes(*args: str, home_dir: Path | None = None, input: str | None = None) -> Any:
@@ -243,6 +254,28 @@ def test_limit_zero_returns_every_match(generated: Path) -> None:
     ids = [h["id"] for h in document["hits"]]
     assert len(ids) == len(set(ids))
     assert sorted(ids) == sorted(word_hits(generated, "checkpoint"))
+
+
+def test_a_filtered_cjk_search_equals_sql_and_repeats_exactly(generated: Path) -> None:
+    # Issue 14 saw `search 会議 --source cron` give 2 hits, then 24: the same query again.
+    args = ("sessions", "search", "会議", "--role", "assistant", "--sort", "newest")
+    filters = ("--source", "cron", "--source", "telegram", "--source", "discord", "--limit", "0")
+    first = hermes(*args, *filters, "--json", home_dir=generated.parent)
+    again = hermes(*args, *filters, "--json", home_dir=generated.parent)
+    assert first.returncode == 0, first.stderr
+    truth = sql(
+        generated,
+        "SELECT m.id FROM messages m JOIN sessions s ON s.id = m.session_id "
+        "WHERE (m.content LIKE ?1 OR m.tool_name LIKE ?1 OR m.tool_calls LIKE ?1) "
+        f"AND {VISIBLE} AND m.role = 'assistant' "
+        "AND s.source IN ('cron', 'telegram', 'discord') ORDER BY m.id DESC",
+        ("%会議%",),
+    )
+    document = json.loads(first.stdout)
+    assert len(truth) >= 10
+    assert [h["id"] for h in document["hits"]] == [r[0] for r in truth]
+    assert (document["ordering"], document["partial"]) == ("newest", False)
+    assert again.stdout == first.stdout
 
 
 # --- 2. destructive commands act only on an exact match -------------------------------------
@@ -445,9 +478,11 @@ def test_read_commands_leave_a_wal_store_folder_as_it_was(
     hermes_home: Path, wal_config: Path
 ) -> None:
     db = load_sample()
-    assert one(db, "PRAGMA journal_mode") == "wal"
+    # WAL, read from the header (bytes 18-19 are 2): opening the store would make its -wal/-shm.
+    assert db.read_bytes()[18:20] == b"\x02\x02"
     (hermes_home / "state.db.quarantine.lock").unlink()
     before = tree(hermes_home)
+    assert sorted(before) == [".", "config.yaml", "state.db"]
     assert hermes("sessions", "list").returncode == 0
     assert tree(hermes_home) == before
 
@@ -787,11 +822,10 @@ def _without_row_ids(text: str) -> list[dict[str, Any]]:
     return records
 
 
-def test_export_piped_into_import_of_another_profile_round_trips(
-    copied: Path, hermes_home: Path
-) -> None:
-    home.create_profile("other")
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+def test_export_piped_into_import_of_another_profile_round_trips(ram_home: Path) -> None:
+    created = hermes("profile", "create", "other", home_dir=ram_home)
+    assert created.returncode == 0, created.stderr
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HERMES_HOME": str(ram_home)}
     exporter = subprocess.Popen(
         [*HERMES, "sessions", "export"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
@@ -807,11 +841,14 @@ def test_export_piped_into_import_of_another_profile_round_trips(
     exporter.stdout.close()  # the importer holds the only read end
     out, err = importer.communicate(timeout=300)
     exporter.wait(timeout=60)
+    exporter.stderr.close()
     assert (exporter.returncode, importer.returncode) == (0, 0), err
-    sessions = one(copied, "SELECT COUNT(*) FROM sessions")
-    stored = one(copied, "SELECT COUNT(*) FROM messages")
+    db = ram_home / "state.db"
+    sessions = one(db, "SELECT COUNT(*) FROM sessions")
+    stored = one(db, "SELECT COUNT(*) FROM messages")
     assert out.startswith(f"Imported {sessions} sessions ({stored} messages)")
-    first = hermes("sessions", "export")
-    second = hermes("-p", "other", "sessions", "export")
+    first = hermes("sessions", "export", home_dir=ram_home)
+    second = hermes("-p", "other", "sessions", "export", home_dir=ram_home)
     assert first.returncode == second.returncode == 0
+    assert len(first.stdout.splitlines()) == sessions
     assert _without_row_ids(second.stdout) == _without_row_ids(first.stdout)
