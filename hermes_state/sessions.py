@@ -261,10 +261,11 @@ def find_session_exact(store: Store, ref: str) -> str:
     if row is not None:
         return str(row[0])
     clean = sanitize_title(ref) if len(ref) <= MAX_TITLE_LENGTH else None
+    # Candidates: titles that start with what was typed, in any case ("#2" of a lineage too).
     near = store.conn.execute(
         "SELECT id, title FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\' "
         "ORDER BY started_at DESC LIMIT 5",
-        (clean, escape_like(clean or ref) + " #%"),
+        (clean, escape_like(clean or ref) + "%"),
     ).fetchall()
     hint = "; similar: " + ", ".join(f"{r[0]} ({r[1]})" for r in near) if near else ""
     raise SessionNotFoundError(
