@@ -545,8 +545,12 @@ def tmux_session(
         subprocess.run([*base, "kill-server"], capture_output=True, check=False)
 
 
-def wait_for(probe: Callable[[], str], needle: str, timeout: float = 15.0) -> str:
-    """Poll probe() until its text contains needle; return that text."""
+def wait_for(probe: Callable[[], str], needle: str, timeout: float = 60.0) -> str:
+    """Poll probe() until its text contains needle; return that text.
+
+    The bound only keeps a broken run from hanging: a loaded 2-core machine has taken over 15 s
+    to start the full-screen app.
+    """
     deadline = time.monotonic() + timeout
     text = probe()
     while needle not in text:

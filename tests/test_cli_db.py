@@ -204,7 +204,7 @@ def _version(path: Path) -> int:
 def test_an_edit_command_works_within_an_older_schema_and_never_migrates(
     hermes_home: Path,
 ) -> None:
-    import upstream30
+    from support import upstream30
 
     path = _upstream30(hermes_home)
     result = run("sessions", "rename", upstream30.ROOT_ID, "Renamed in schema 30")
