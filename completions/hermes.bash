@@ -115,7 +115,7 @@ _hermes() {
         "sessions unpin") opts="-h --help -p --profile" ;;
         "sessions archive") opts="-h --help -p --profile" ;;
         "sessions unarchive") opts="-h --help -p --profile" ;;
-        "sessions prune") opts="--older-than --until --since --source --exclude-source --dry-run --yes -y --force -h --help -p --profile" ;;
+        "sessions prune") opts="--older-than --until --since --source --exclude-source --dry-run --compact --yes -y --force -h --help -p --profile" ;;
         "sessions stats") opts="--all-profiles --format --json --color --no-pager -h --help -p --profile" ;;
         "sessions recover") opts="--to --from --allow-partial --report --json -h --help -p --profile" ;;
         "db") opts="-h --help -p --profile"; subs="path lockowners check optimize migrate" ;;

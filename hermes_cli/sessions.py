@@ -854,10 +854,23 @@ def prune(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would be deleted; delete nothing.")
     ] = False,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact",
+            help="Always rewrite the file afterwards to give the freed space back to the disk "
+            "(otherwise only when a quarter of the file was freed, or the file is small: the "
+            "rewrite takes time in proportion to the whole store).",
+        ),
+    ] = False,
     yes: YesFlag = False,
     force: ForceFlag = False,
 ) -> None:
-    """Delete old ended sessions (never pinned ones), then give the space back."""
+    """Delete old ended sessions (never pinned ones), then tidy up.
+
+    The freed pages stay in the file for new rows unless they are a quarter of it, the file is
+    small, or --compact asks for the rewrite that gives them back to the disk.
+    """
     from hermes_cli import stores
     from hermes_cli.durations import cutoff_to_days
     from hermes_state import maintenance
@@ -898,8 +911,10 @@ def prune(
             optimized = None
             if result.sessions:
                 # optimize() reports no progress of its own: a phase with elapsed time.
-                bar.phase("Reclaiming space (search indexes, VACUUM)")
-                optimized = maintenance.optimize(store, vacuum=True, force=force)
+                bar.phase("Reclaiming space")
+                optimized = maintenance.reclaim_after_delete(
+                    store, result.messages, compact=compact, force=force
+                )
     store_views.prune_result(result, optimized)
 
 

@@ -173,6 +173,12 @@ def optimize_result(result: Any) -> None:
         )
     if result.forced and result.other_processes:
         warn("rewrote the store while in use by: " + ", ".join(result.other_processes))
+    if result.rewrite_deferred:
+        echo(f"Note: {result.rewrite_deferred}.", err=True)
+        echo(
+            "Hint: `hermes db optimize` (or prune --compact) rewrites the file to give them back.",
+            err=True,
+        )
 
 
 def migrate_result(outcome: Any) -> None:

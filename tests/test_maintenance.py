@@ -511,3 +511,50 @@ def test_optimize_rebuilds_fts_on_request(store: Store) -> None:
 
     assert result.fts_rebuilt
     assert fts.integrity_check(store.conn) == []
+
+
+# --- after a delete: tidy in proportion to it ------------------------------------------------
+
+
+@pytest.fixture
+def ten_sessions(db_path: Path) -> Path:
+    """A settled store of ten sessions of 100 messages each."""
+    from support.stores import populate_store, settle
+
+    populate_store(db_path, sessions_n=10, messages_per_session=100)
+    settle(db_path)
+    return db_path
+
+
+def _delete_and_reclaim(
+    db_path: Path, numbers: range, **options: bool
+) -> maintenance.OptimizeResult:
+    from hermes_state.connection import open_store
+
+    with open_store(db_path, role="edit") as store:
+        maintenance.require_intact(store)
+        deleted = sum(delete_session(store, f"sess-1-{i:05d}") for i in numbers)
+        return maintenance.reclaim_after_delete(store, deleted, **options)
+
+
+def test_a_small_delete_from_a_large_store_keeps_the_freed_pages_and_says_so(
+    ten_sessions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(maintenance, "REWRITE_ALWAYS_MAX_BYTES", 0)  # treat the store as large
+    size = os.stat(ten_sessions).st_size
+    result = _delete_and_reclaim(ten_sessions, range(1))
+    assert not result.vacuumed and not result.fts_optimized
+    assert result.free_bytes > 0 and os.stat(ten_sessions).st_size >= size
+    assert "reused for new rows" in result.rewrite_deferred
+
+
+def test_compact_or_a_large_share_freed_rewrites_the_file(
+    ten_sessions: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(maintenance, "REWRITE_ALWAYS_MAX_BYTES", 0)
+    size = os.stat(ten_sessions).st_size
+    result = _delete_and_reclaim(ten_sessions, range(1), compact=True)
+    assert result.vacuumed and result.free_bytes == 0 and not result.rewrite_deferred
+    assert os.stat(ten_sessions).st_size < size
+    half = _delete_and_reclaim(ten_sessions, range(1, 4))  # 3 of the 9 left: over a quarter
+    assert half.vacuumed and half.free_bytes == 0
