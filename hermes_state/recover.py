@@ -49,6 +49,7 @@ from typing import Any
 from hermes_state import cjk, fts, pages, salvage, schema
 from hermes_state.connection import Store, create_bare_store, is_open_in_process, open_store
 from hermes_state.errors import HermesStateError, StoreNotFoundError, is_corruption_error
+from hermes_state.salvage import ColumnInfo, SchemaEntry
 
 Progress = Callable[[str, int, "int | None"], None]
 
@@ -516,7 +517,8 @@ def _is_derived(name: str, tables: dict[str, str]) -> bool:
 def _count(conn: sqlite3.Connection, table: str) -> int | None:
     """Count a source table's rows (None when even that cannot be read)."""
     # state_meta's rebuild markers are not copied, so they are not counted as source rows either.
-    where, params = "", ()
+    where = ""
+    params: tuple[str, ...] = ()
     if table == "state_meta":
         where = f" WHERE key NOT IN ({', '.join('?' * len(DERIVED_META_KEYS))})"
         params = tuple(sorted(DERIVED_META_KEYS))
@@ -547,41 +549,38 @@ def _bounds(conn: sqlite3.Connection, table: str) -> tuple[int, int] | None:
     return lo, hi
 
 
-class _TableCopier:
-    """Copies one table from the work copy into the target, salvaging around damage."""
+# A row as read from the source and written to the target: its rowid, then its values in the
+# order of the writer's columns.
+Row = tuple[Any, ...]
+
+
+class _TableWriter:
+    """Writes one table's salvaged rows into the target, keeping aside the ones it refuses."""
 
     def __init__(
         self,
-        src: sqlite3.Connection | None,
         store: Store,
         result: TableResult,
         columns: Sequence[str],
-        report: RecoveryReport,
-        budget: _Budget,
         progress: Progress | None,
         lost: salvage.LostAndFound,
     ) -> None:
-        self.src = src
         self.store = store
         self.result = result
         self.table = result.name
         self.columns = list(columns)
-        self.report = report
-        self.budget = budget
         self.progress = progress
         quoted = ", ".join(f'"{c}"' for c in self.columns)
-        self.select = f'SELECT rowid, {quoted} FROM "{self.table}"'
         verb = "INSERT OR REPLACE" if self.table == "state_meta" else "INSERT"
         marks = ", ".join("?" for _ in self.columns)
         self.insert = f'{verb} INTO "{self.table}" ({quoted}) VALUES ({marks})'
         self.meta_key = self.columns.index("key") if self.table == "state_meta" else None
-        self.index_rowids: list[int] | None = None
         self.copied_rowids: set[int] = set()
         self.rejected_rowids: set[int] = set()
         self.ignored_rowids: set[int] = set()  # left out on purpose (index rebuild markers)
-        # Rows of cells whose rowid is damaged (outside their page's range), by rowid: when
+        # Values of cells whose rowid is damaged (outside their page's range), by rowid: when
         # SQLite's cursor returns one of them, it is kept aside instead of copied.
-        self.strays: dict[int, tuple] = {}
+        self.strays: dict[int, tuple[Any, ...]] = {}
         self.diverted: set[int] = set()
         self.lost = lost
         self.meta_keys: set[str] = set()
@@ -591,15 +590,13 @@ class _TableCopier:
             else None
         )
 
-    # -- writing ---------------------------------------------------------------------------
-
-    def _keep(self, row: tuple) -> bool:
+    def _keep(self, values: tuple[Any, ...]) -> bool:
         """Tell whether a row is copied (state_meta's index-rebuild markers are not)."""
         if self.meta_key is None:
             return True
-        return row[self.meta_key] not in DERIVED_META_KEYS
+        return values[self.meta_key] not in DERIVED_META_KEYS
 
-    def flush(self, rows: list[tuple]) -> None:
+    def flush(self, rows: list[Row]) -> None:
         """Write rows (rowid first, then the columns) into the target in one transaction."""
         if self.strays:
             rows = [r for r in rows if not self._divert(r)]
@@ -639,7 +636,7 @@ class _TableCopier:
         if self.progress is not None:
             self.progress(self.table, self.result.copied, self.result.source_rows)
 
-    def _divert(self, row: tuple) -> bool:
+    def _divert(self, row: Row) -> bool:
         """Keep a row aside if it is a damaged-rowid cell's; tell whether it was."""
         values = self.strays.get(row[0])
         if values is None or tuple(row[1:]) != values:
@@ -657,7 +654,7 @@ class _TableCopier:
         return True
 
     def _insert_one_by_one(
-        self, conn: sqlite3.Connection, values: list[tuple]
+        self, conn: sqlite3.Connection, values: list[tuple[Any, ...]]
     ) -> tuple[list[int], list[tuple[int, str]], list[str]]:
         """Insert rows one at a time; return (indexes kept, (index, error) refused, notes)."""
         kept: list[int] = []
@@ -685,7 +682,26 @@ class _TableCopier:
             notes.append(f"row rejected: {error}")
         return kept, refused, notes
 
-    # -- reading ---------------------------------------------------------------------------
+
+class _RangeReader:
+    """Reads one table of the work copy through SQLite, around rowid ranges it cannot read."""
+
+    def __init__(
+        self,
+        src: sqlite3.Connection,
+        writer: _TableWriter,
+        report: RecoveryReport,
+        budget: _Budget,
+    ) -> None:
+        self.src = src
+        self.writer = writer
+        self.table = writer.table
+        self.result = writer.result
+        self.report = report
+        self.budget = budget
+        quoted = ", ".join(f'"{c}"' for c in writer.columns)
+        self.select = f'SELECT rowid, {quoted} FROM "{self.table}"'
+        self.index_rowids: list[int] | None = None
 
     def run(self) -> None:
         """Copy the whole table, reading around rowid ranges that cannot be read."""
@@ -705,7 +721,7 @@ class _TableCopier:
     def _scan(self, pos: int, hi: int) -> tuple[int, str | None]:
         """Copy rows from pos to hi; return (the rowid after the last good row, error or None)."""
         self.report.range_queries += 1
-        batch: list[tuple] = []
+        batch: list[Row] = []
         restart = pos
         error = None
         try:
@@ -716,13 +732,13 @@ class _TableCopier:
                 batch.append(row)
                 restart = row[0] + 1
                 if len(batch) >= CHUNK_ROWS:
-                    self.flush(batch)
+                    self.writer.flush(batch)
                     batch = []
         except sqlite3.DatabaseError as exc:
             # The cursor reads one row ahead, so the row before the damage is lost here too;
             # the point reads of the damaged range pick it up again.
             error = str(exc)
-        self.flush(batch)
+        self.writer.flush(batch)
         return restart, error
 
     def _probe(self, pos: int, hi: int) -> bool:
@@ -842,7 +858,7 @@ class _TableCopier:
             self.report.skipped_ranges.append(SkippedRange(self.table, first, last, error))
             return
         query = f"{self.select} WHERE rowid = ?"
-        batch: list[tuple] = []
+        batch: list[Row] = []
         run: list[int] = []  # consecutive unreadable rowids
         run_error = error
         for rowid in candidates:
@@ -859,11 +875,11 @@ class _TableCopier:
             if row is not None:
                 batch.append(row)
                 if len(batch) >= CHUNK_ROWS:
-                    self.flush(batch)
+                    self.writer.flush(batch)
                     batch = []
         if run:
             self._skip(run, run_error)
-        self.flush(batch)
+        self.writer.flush(batch)
 
     def _skip(self, run: list[int], error: str) -> None:
         """Record a run of unreadable rowids as one skipped range."""
@@ -938,15 +954,17 @@ class _Plan:
     header: dict[str, int] = field(default_factory=dict)  # application_id, user_version
 
 
-def _read_schema(src: sqlite3.Connection) -> list[tuple[str, str, str, str]] | None:
-    """Return the source's schema rows (type, name, tbl_name, sql), None when unreadable."""
+def _read_schema(src: sqlite3.Connection) -> list[SchemaEntry] | None:
+    """Return the source's schema rows in their order, None when unreadable."""
     try:
         rows = src.execute(
-            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY rowid"
+            "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master ORDER BY rowid"
         ).fetchall()
     except sqlite3.DatabaseError:
         return None
-    return [(str(t), str(n), str(tb), sql or "") for t, n, tb, sql in rows]
+    return [
+        SchemaEntry(str(t), str(n), str(tb), int(r or 0), sql or "") for t, n, tb, r, sql in rows
+    ]
 
 
 def _pragma(src: sqlite3.Connection, name: str) -> int | None:
@@ -962,7 +980,7 @@ def _references(sql: str, names: set[str]) -> set[str]:
     return {n for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", sql)}
 
 
-def _schema_from_pages(copy: Path) -> list[tuple[str, str, str, str]] | None:
+def _schema_from_pages(copy: Path) -> list[SchemaEntry] | None:
     """Return schema rows read off sqlite_master's surviving leaf pages (page 1 unreadable)."""
     fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private copy
     try:
@@ -973,22 +991,21 @@ def _schema_from_pages(copy: Path) -> list[tuple[str, str, str, str]] | None:
     finally:
         os.close(fd)
     order = {"table": 0, "index": 1, "view": 2, "trigger": 3}
-    rows = sorted(found.items(), key=lambda item: (order[item[1][0]], item[1][2]))
-    return [(kind, name, tbl, sql) for name, (kind, tbl, _root, sql) in rows]
+    return sorted(found.values(), key=lambda entry: (order[entry.kind], entry.rootpage))
 
 
 def _source_layout(
     src: sqlite3.Connection | None,
     target: Path,
     report: RecoveryReport,
-    rows: list[tuple[str, str, str, str]] | None = None,
+    rows: list[SchemaEntry] | None = None,
 ) -> tuple[Store, _Plan] | None:
     """Create the target with the source's own schema; None when the schema is unusable."""
     if rows is None:
         rows = _read_schema(src) if src is not None else None
     if not rows:
         return None
-    tables = {n: sql for t, n, _tb, sql in rows if t == "table"}
+    tables = {e.name: e.sql for e in rows if e.kind == "table"}
     if not {"sessions", "messages", "schema_version"} <= set(tables):
         return None
     virtual = {n for n, sql in tables.items() if _VIRTUAL_RE.match(sql)}
@@ -1024,8 +1041,9 @@ def _source_layout(
             return False
 
     inline_fts: set[str] = set()
-    for _type, name, _tbl, sql in rows:
-        if _type != "table" or name.startswith("sqlite_") or name in shadow or not sql:
+    for entry in rows:
+        name, sql = entry.name, entry.sql
+        if entry.kind != "table" or name.startswith("sqlite_") or name in shadow or not sql:
             continue
         if name in virtual:
             if create(name, sql):
@@ -1043,20 +1061,21 @@ def _source_layout(
                 plan.without_rowid.add(name)
     for name in failed & set(tables) - virtual:
         report.not_copied[name] = _count(src, name) if src is not None else None
-    for _type, name, _tbl, sql in rows:
-        if _type == "index" and sql and not _references(sql, failed):
-            create(name, sql)
+    for entry in rows:
+        if entry.kind == "index" and entry.sql and not _references(entry.sql, failed):
+            create(entry.name, entry.sql)
     # Triggers that feed an inline index run during the copy (the only way to rebuild such an
     # index is to insert the rows again); every other view and trigger comes after the copy.
-    for _type, name, _tbl, sql in rows:
-        if _type not in ("view", "trigger") or not sql:
+    for entry in rows:
+        name, sql = entry.name, entry.sql
+        if entry.kind not in ("view", "trigger") or not sql:
             continue
         if _references(sql, failed):
             report.objects_not_recreated[name] = (
                 "refers to " + ", ".join(sorted(_references(sql, failed))) + ", not recreated"
             )
             continue
-        if _type == "trigger" and _references(sql, inline_fts):
+        if entry.kind == "trigger" and _references(sql, inline_fts):
             create(name, sql)
         else:
             plan.late.append((name, sql))
@@ -1094,7 +1113,7 @@ def _finish_layout(store: Store, plan: _Plan, report: RecoveryReport) -> None:
     carry over AUTOINCREMENT counters and the header's application id."""
     for name, ddl in plan.late:
         try:
-            store.write(lambda conn, ddl=ddl: conn.execute(ddl))
+            store.write(functools.partial(_execute, ddl))
         except sqlite3.DatabaseError as exc:
             report.objects_not_recreated[name] = str(exc)
             report.notes.append(f"{name} was not recreated: {exc}")
@@ -1134,6 +1153,11 @@ def _finish_layout(store: Store, plan: _Plan, report: RecoveryReport) -> None:
         store.write(counters)
     for key, value in plan.header.items():
         store.conn.execute(f"PRAGMA {key} = {int(value)}")
+
+
+def _execute(sql: str, conn: sqlite3.Connection) -> None:
+    """Run one statement (for store.write)."""
+    conn.execute(sql)
 
 
 def _verify(
@@ -1252,7 +1276,7 @@ def _copy_tables(
         for name in FALLBACK_TABLES:
             if name not in tables and name != "delivery_obligations":
                 report.tables[name] = TableResult(name, None, status="absent")
-    copiers: dict[str, _TableCopier] = {}
+    writers: dict[str, _TableWriter] = {}
     scans: dict[str, pages.TreeScan | None] = {}
     raw = _raw_pages(copy, report)
     master = _master(src)
@@ -1264,11 +1288,11 @@ def _copy_tables(
                 master.setdefault(name, rec)
         shapes = _shapes(src, store, master)
 
-    def make_copier(name: str, cols: list[str]) -> _TableCopier:
+    def make_writer(name: str, cols: list[str]) -> _TableWriter:
         result = report.tables.get(name)
         if result is None or result.status == "absent":
             result = report.tables[name] = TableResult(name, None)
-        return _TableCopier(src, store, result, cols, report, budget, progress, lost)
+        return _TableWriter(store, result, cols, progress, lost)
 
     for name in plan.tables:
         if src is None or name in schema.LEDGER_TABLES or name == cjk.PENDING_TABLE:
@@ -1290,21 +1314,21 @@ def _copy_tables(
         if name in plan.without_rowid:
             _copy_plain(src, store, result, cols)
             continue
-        copier = _TableCopier(src, store, result, cols, report, budget, progress, lost)
+        writer = _TableWriter(store, result, cols, progress, lost)
         if raw is not None:
-            scans[name] = _prewalk(raw, master, shapes, name, copier)
-        copier.run()
-        copiers[name] = copier
+            scans[name] = _prewalk(raw, master, shapes, name, writer)
+        _RangeReader(src, writer, report, budget).run()
+        writers[name] = writer
     if raw is not None:
         try:
-            _page_pass(src, raw, master, shapes, scans, store, report, copiers, make_copier, lost)
+            _page_pass(src, raw, master, shapes, scans, store, report, writers, make_writer, lost)
         except (OSError, ValueError) as exc:
             report.notes.append(f"page-level salvage stopped: {exc}")
         finally:
             os.close(raw.fd)
     lost.flush()
-    for copier in copiers.values():
-        meta_keys |= copier.meta_keys
+    for writer in writers.values():
+        meta_keys |= writer.meta_keys
     position = {name: i for i, name in enumerate(plan.tables)}
     report.skipped_ranges.sort(key=lambda r: (position.get(r.table, 0), r.first_rowid))
     for result in report.tables.values():
@@ -1313,7 +1337,7 @@ def _copy_tables(
     return meta_keys
 
 
-def _source_info(conn: sqlite3.Connection, table: str) -> list[tuple]:
+def _source_info(conn: sqlite3.Connection, table: str) -> list[ColumnInfo]:
     """Return PRAGMA table_info rows of a source table (empty when unreadable)."""
     try:
         return [tuple(r) for r in conn.execute(f'PRAGMA table_info("{table}")')]
@@ -1321,28 +1345,23 @@ def _source_info(conn: sqlite3.Connection, table: str) -> list[tuple]:
         return []
 
 
-def _master(src: sqlite3.Connection | None) -> dict[str, tuple[str, str, int, str]]:
-    """Return the source's schema rows {name: (type, tbl_name, rootpage, sql)}, best effort."""
-    if src is None:
-        return {}
-    try:
-        rows = src.execute("SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master")
-        return {str(n): (str(t), str(tb), int(r or 0), sql or "") for t, n, tb, r, sql in rows}
-    except sqlite3.DatabaseError:
-        return {}
+def _master(src: sqlite3.Connection | None) -> dict[str, SchemaEntry]:
+    """Return the source's schema rows by name, best effort."""
+    rows = _read_schema(src) if src is not None else None
+    return {} if rows is None else {e.name: e for e in rows}
 
 
 def _shapes(
-    src: sqlite3.Connection | None, store: Store, master: dict[str, tuple[str, str, int, str]]
+    src: sqlite3.Connection | None, store: Store, master: dict[str, SchemaEntry]
 ) -> dict[str, salvage.Shape]:
     """Return the record shape of every table the source has or the target expects."""
-    tables = {n: sql for n, (t, _tb, _r, sql) in master.items() if t == "table"}
+    tables = {n: e.sql for n, e in master.items() if e.kind == "table"}
     out: dict[str, salvage.Shape] = {}
     for name, sql in tables.items():
         if _VIRTUAL_RE.match(sql) or (name.startswith("sqlite_") and name != "sqlite_sequence"):
             continue
         derived = _is_derived(name, tables) or name in schema.LEDGER_TABLES
-        info = _source_info(src, name) if src is not None else []
+        info: list[ColumnInfo] = _source_info(src, name) if src is not None else []
         shape = (
             salvage.Shape.from_info(name, info, derived=derived)
             if info
@@ -1376,25 +1395,26 @@ def _target_tables(store: Store) -> list[str]:
     ]
 
 
-def _page_row(copier: _TableCopier, shape: salvage.Shape, rowid: int, fields: list) -> tuple:
-    """Return a row for copier.flush from a decoded record."""
+def _page_row(writer: _TableWriter, shape: salvage.Shape, rowid: int, fields: list[Any]) -> Row:
+    """Return a row for writer.flush from a decoded record."""
     values = shape.row(rowid, fields)
-    return (rowid, *(values.get(c) for c in copier.columns))
+    return (rowid, *(values.get(c) for c in writer.columns))
 
 
 def _complete_from_pages(
-    copier: _TableCopier,
+    writer: _TableWriter,
     raw: pages.Pages,
     scan: pages.TreeScan,
     shape: salvage.Shape,
     lost: salvage.LostAndFound,
+    report: RecoveryReport,
 ) -> None:
     """Copy the rows the table's leaf pages hold that SQLite's cursor did not return."""
-    result = copier.result
+    result = writer.result
     result.on_pages = scan.count
     result.unreadable_cells += scan.bad_cells
-    done = copier.copied_rowids | copier.rejected_rowids | copier.ignored_rowids | copier.diverted
-    batch: list[tuple] = []
+    done = writer.copied_rowids | writer.rejected_rowids | writer.ignored_rowids | writer.diverted
+    batch: list[Row] = []
     for rowid in sorted(r for r in scan.cells if r not in done):
         page, index = scan.cells[rowid]
         try:
@@ -1403,36 +1423,36 @@ def _complete_from_pages(
             result.unreadable_cells += 1
             continue
         if not shape.fits(fields):
-            lost.add(copier.table, salvage.MISFIT, rowid, page, fields)
+            lost.add(writer.table, salvage.MISFIT, rowid, page, fields)
             result.to_lost_and_found += 1
         elif (page, index) in scan.strays and shape.alias is not None:
             # The rowid is the row's identity (messages.id): a damaged one would be a wrong row.
-            lost.add(copier.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
+            lost.add(writer.table, salvage.BAD_ROWID, rowid, page, shape.row(rowid, fields))
             result.to_lost_and_found += 1
         else:
-            batch.append(_page_row(copier, shape, rowid, fields))
+            batch.append(_page_row(writer, shape, rowid, fields))
             if len(batch) >= CHUNK_ROWS:
-                copier.flush(batch)
+                writer.flush(batch)
                 batch = []
-    copier.flush(batch)
-    result.from_pages = sum(1 for r in scan.cells if r in copier.copied_rowids and r not in done)
-    result.on_pages -= sum(1 for r in copier.ignored_rowids if r in scan.cells)
+    writer.flush(batch)
+    result.from_pages = sum(1 for r in scan.cells if r in writer.copied_rowids and r not in done)
+    result.on_pages -= sum(1 for r in writer.ignored_rowids if r in scan.cells)
     for rowid, page, index in scan.duplicates:
-        if rowid in copier.diverted and (page, index) in scan.strays:
+        if rowid in writer.diverted and (page, index) in scan.strays:
             continue  # already kept aside when SQLite's cursor returned it
         try:
             _, fields = raw.cell(page, index)
         except (ValueError, IndexError, struct.error):
             result.unreadable_cells += 1
             continue
-        lost.add(copier.table, salvage.DUPLICATE, rowid, page, fields)
+        lost.add(writer.table, salvage.DUPLICATE, rowid, page, fields)
         result.to_lost_and_found += 1
     if result.from_pages:
         report_note = (
-            f"{copier.table}: {result.from_pages} rows its leaf pages hold were read from the "
+            f"{writer.table}: {result.from_pages} rows its leaf pages hold were read from the "
             "pages (SQLite's cursor did not return them)"
         )
-        copier.report.notes.append(report_note)
+        report.notes.append(report_note)
 
 
 def _raw_pages(copy: Path, report: RecoveryReport) -> pages.Pages | None:
@@ -1448,16 +1468,16 @@ def _raw_pages(copy: Path, report: RecoveryReport) -> pages.Pages | None:
 
 def _prewalk(
     raw: pages.Pages,
-    master: dict[str, tuple[str, str, int, str]],
+    master: dict[str, SchemaEntry],
     shapes: dict[str, salvage.Shape],
     name: str,
-    copier: _TableCopier,
+    writer: _TableWriter,
 ) -> pages.TreeScan | None:
     """Walk a table's b-tree before it is copied, so rows under damaged rowids are known."""
     rec = master.get(name)
-    if rec is None or rec[2] <= 0 or name not in shapes:
+    if rec is None or rec.rootpage <= 0 or name not in shapes:
         return None
-    scan = raw.walk_table(rec[2])
+    scan = raw.walk_table(rec.rootpage)
     shape = shapes[name]
     if shape.alias is None:
         return scan  # the rowid is not the row's identity: a damaged one changes no value
@@ -1468,66 +1488,66 @@ def _prewalk(
             continue
         if shape.fits(fields):
             values = shape.row(rowid, fields)
-            copier.strays[rowid] = tuple(values.get(c) for c in copier.columns)
+            writer.strays[rowid] = tuple(values.get(c) for c in writer.columns)
     return scan
 
 
 def _page_pass(
     src: sqlite3.Connection | None,
     raw: pages.Pages,
-    master: dict[str, tuple[str, str, int, str]],
+    master: dict[str, SchemaEntry],
     shapes: dict[str, salvage.Shape],
     prewalked: dict[str, pages.TreeScan | None],
     store: Store,
     report: RecoveryReport,
-    copiers: dict[str, _TableCopier],
-    make_copier: Callable[[str, list[str]], _TableCopier],
+    writers: dict[str, _TableWriter],
+    make_writer: Callable[[str, list[str]], _TableWriter],
     lost: salvage.LostAndFound,
 ) -> None:
     """Check each table against its leaf pages, read what SQLite missed, and read the leaf pages
     no b-tree reaches (by the shape of their records)."""
     scans: dict[str, pages.TreeScan] = {}
-    for name, copier in copiers.items():
+    for name, writer in writers.items():
         scan = prewalked.get(name)
         if scan is None:
             continue
         scans[name] = scan
-        _complete_from_pages(copier, raw, scan, shapes[name], lost)
+        _complete_from_pages(writer, raw, scan, shapes[name], lost, report)
     # Tables of the target that SQLite could not read at all but whose root page is known
     # (a target in the source's layout takes the source's version row too).
     wanted = _target_tables(store)
-    if report.layout == "source" and "schema_version" not in copiers:
+    if report.layout == "source" and "schema_version" not in writers:
         wanted.append("schema_version")
     for name in wanted:
         rec = master.get(name)
-        if name in copiers or rec is None or rec[2] <= 0 or name not in shapes:
+        if name in writers or rec is None or rec.rootpage <= 0 or name not in shapes:
             continue
         shape = shapes[name]
-        copier = make_copier(name, [c for c in store.columns(name) if c in shape.columns])
-        copiers[name] = copier
-        scans[name] = raw.walk_table(rec[2])
-        _complete_from_pages(copier, raw, scans[name], shape, lost)
-    _unattached(raw, master, shapes, scans, copiers, make_copier, store, report, lost)
+        writer = make_writer(name, [c for c in store.columns(name) if c in shape.columns])
+        writers[name] = writer
+        scans[name] = raw.walk_table(rec.rootpage)
+        _complete_from_pages(writer, raw, scans[name], shape, lost, report)
+    _unattached(raw, master, shapes, scans, writers, make_writer, store, report, lost)
     for name, scan in scans.items():
-        _report_holes(copiers[name], scan, report)
+        _report_holes(writers[name], scan, report)
 
 
 def _unattached(
     raw: pages.Pages,
-    master: dict[str, tuple[str, str, int, str]],
+    master: dict[str, SchemaEntry],
     shapes: dict[str, salvage.Shape],
     scans: dict[str, pages.TreeScan],
-    copiers: dict[str, _TableCopier],
-    make_copier: Callable[[str, list[str]], _TableCopier],
+    writers: dict[str, _TableWriter],
+    make_writer: Callable[[str, list[str]], _TableWriter],
     store: Store,
     report: RecoveryReport,
     lost: salvage.LostAndFound,
 ) -> None:
     """Read table leaf pages that no b-tree reaches: cut off by damage, or deleted data."""
-    roots = {rec[2] for rec in master.values() if rec[2] > 0} | {1}
+    roots = {rec.rootpage for rec in master.values() if rec.rootpage > 0} | {1}
     reach = raw.reachable(roots)
-    for scan in scans.values():
-        reach |= scan.pages
+    for walked in scans.values():
+        reach |= walked.pages
     free = raw.freelist()
     # A freelist the header no longer points to (pointer zeroed or repaired away) still shows
     # in the shape of its trunk pages among the pages no b-tree reaches.
@@ -1540,7 +1560,7 @@ def _unattached(
     candidates = [s for s in shapes.values() if s.table in targets or s.derived]
     candidates += salvage.derived_shapes()
     names = frozenset(shapes) | frozenset(master)
-    found: dict[str, list[tuple]] = {}
+    found: dict[str, list[Row]] = {}
     for page in leaves:
         cells = list(raw.leaf_cells(page))
         shape = salvage.choose(candidates, cells, names)
@@ -1554,24 +1574,24 @@ def _unattached(
                 continue  # an index's or the ledger's page: rebuilt or excluded anyway
             table = shape.table
             scan = scans.get(table)
-            copier = copiers.get(table)
-            have = copier.copied_rowids if copier is not None else set()
+            writer = writers.get(table)
+            have = writer.copied_rowids if writer is not None else set()
             if rowid in have or (scan is not None and not scan.in_hole(rowid)):
                 lost.add(table, salvage.UNATTACHED, rowid, page, shape.row(rowid, fields))
                 continue
-            if copier is None:
+            if writer is None:
                 cols = [c for c in store.columns(table) if c in shape.columns]
-                copier = copiers[table] = make_copier(table, cols)
-            found.setdefault(table, []).append(_page_row(copier, shape, rowid, fields))
+                writer = writers[table] = make_writer(table, cols)
+            found.setdefault(table, []).append(_page_row(writer, shape, rowid, fields))
     for table, rows in found.items():
-        copier = copiers[table]
+        writer = writers[table]
         unique = {r[0]: r for r in rows}
         ordered = [unique[k] for k in sorted(unique)]
-        before = set(copier.copied_rowids)
+        before = set(writer.copied_rowids)
         for i in range(0, len(ordered), CHUNK_ROWS):
-            copier.flush(ordered[i : i + CHUNK_ROWS])
-        got = sorted(copier.copied_rowids - before)
-        copier.result.from_orphan_pages += len(got)
+            writer.flush(ordered[i : i + CHUNK_ROWS])
+        got = sorted(writer.copied_rowids - before)
+        writer.result.from_orphan_pages += len(got)
         if got:
             report.notes.append(
                 f"{table}: {len(got)} rows read from leaf pages cut off from its b-tree"
@@ -1584,13 +1604,13 @@ def _unattached(
         )
 
 
-def _report_holes(copier: _TableCopier, scan: pages.TreeScan, report: RecoveryReport) -> None:
+def _report_holes(writer: _TableWriter, scan: pages.TreeScan, report: RecoveryReport) -> None:
     """Report the parts of a table's b-tree that could not be read and were not made up for."""
     if not scan.holes:
         return
-    copied = sorted(copier.copied_rowids)
-    known = sorted(copier.copied_rowids | set(scan.cells))
-    mine = [r for r in report.skipped_ranges if r.table == copier.table]
+    copied = sorted(writer.copied_rowids)
+    known = sorted(writer.copied_rowids | set(scan.cells))
+    mine = [r for r in report.skipped_ranges if r.table == writer.table]
     for lo, hi in scan.holes:
         if any(r.first_rowid <= hi and r.last_rowid > lo for r in mine):
             continue  # already reported by the range reads
@@ -1599,10 +1619,10 @@ def _report_holes(copier: _TableCopier, scan: pages.TreeScan, report: RecoveryRe
             continue  # rows of that subtree came back from pages cut off from it
         first = max(lo + 1, known[0] if known else lo + 1)
         last = min(hi, known[-1] if known else hi)
-        copier.result.unreadable_pages += 1
+        writer.result.unreadable_pages += 1
         if first <= last:
             report.skipped_ranges.append(
-                SkippedRange(copier.table, first, last, "a page of its b-tree is unreadable")
+                SkippedRange(writer.table, first, last, "a page of its b-tree is unreadable")
             )
 
 
@@ -1803,38 +1823,7 @@ def _recover_copy(
     """Salvage the work copy into the target and verify it (the core of recover())."""
     src = _open_copy(copy, report)
     try:
-        store: Store | None = None
-        plan: _Plan | None = None
-        index_check: _IndexCheck | None = None
-        if copy_whole and src is not None and _healthy(src, report):
-            whole = _copy_whole(copy, src, target, report, progress)
-            if whole is None:
-                report.method = "salvage"
-                report.search_indexes = "rebuilt"
-                report.tables.clear()
-                report.excluded.clear()
-            else:
-                store, index_check = whole
-                plan = _Plan(layout="source", tables=list(report.tables))
-        if store is None:
-            made = _source_layout(src, target, report) if src is not None else None
-            if made is None and (src is None or _read_schema(src) is None):
-                rows = _schema_from_pages(copy)
-                made = _source_layout(None, target, report, rows) if rows else None
-                if made is not None:
-                    report.schema_from_pages = True
-                    report.notes.append(
-                        "the schema was unreadable; it was read from the leaf pages of "
-                        "sqlite_master that survive, and each table from its own pages"
-                    )
-            if made is None:
-                if src is not None:
-                    report.notes.append(
-                        "the source's schema could not be used; its known tables were copied "
-                        f"into a new schema-{schema.SCHEMA_VERSION} store"
-                    )
-                made = _fallback_layout(target, src)
-            store, plan = made
+        store, plan, index_check = _make_target(copy, src, target, report, progress, copy_whole)
         report.layout = plan.layout
         expected: int | None = schema.SCHEMA_VERSION
         if plan.layout == "source" and src is not None:
@@ -1878,6 +1867,46 @@ def _recover_copy(
     finally:
         if src is not None:
             src.close()
+
+
+def _make_target(
+    copy: Path,
+    src: sqlite3.Connection | None,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+    copy_whole: bool,
+) -> tuple[Store, _Plan, _IndexCheck | None]:
+    """Create the target: a whole copy of a healthy source (with its index checks running),
+    else an empty store in the source's layout, else in the fallback layout."""
+    if copy_whole and src is not None and _healthy(src, report):
+        whole = _copy_whole(copy, src, target, report, progress)
+        if whole is not None:
+            store, index_check = whole
+            return store, _Plan(layout="source", tables=list(report.tables)), index_check
+        report.method = "salvage"
+        report.search_indexes = "rebuilt"
+        report.tables.clear()
+        report.excluded.clear()
+    made = _source_layout(src, target, report) if src is not None else None
+    if made is None and (src is None or _read_schema(src) is None):
+        rows = _schema_from_pages(copy)
+        made = _source_layout(None, target, report, rows) if rows else None
+        if made is not None:
+            report.schema_from_pages = True
+            report.notes.append(
+                "the schema was unreadable; it was read from the leaf pages of "
+                "sqlite_master that survive, and each table from its own pages"
+            )
+    if made is None:
+        if src is not None:
+            report.notes.append(
+                "the source's schema could not be used; its known tables were copied "
+                f"into a new schema-{schema.SCHEMA_VERSION} store"
+            )
+        made = _fallback_layout(target, src)
+    store, plan = made
+    return store, plan, None
 
 
 def _meta_keys(store: Store) -> set[str]:
@@ -1994,7 +2023,7 @@ def _judge_wal(
     ours, theirs = _score(report), _score(alt)
     why = "; ".join(doubts) or "the salvage with it found damage"
     stale = any(d.startswith("stale") for d in doubts)
-    if theirs > ours or (stale and sum(t.copied for t in alt.tables.values())):
+    if theirs > ours or (stale and any(t.copied for t in alt.tables.values())):
         # A WAL older than its main file would put old page images over newer ones.
         _remove_target(target)
         os.replace(alt_target, target)

@@ -10,12 +10,13 @@ guessed into a live table: they go to a ``lost_and_found`` table in the target, 
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hermes_state import pages, schema
 from hermes_state.connection import Store
@@ -43,7 +44,19 @@ BAD_ROWID = "rowid damaged (outside the range its page covers)"
 DUPLICATE = "a second row with the same rowid"
 UNATTACHED = "on a page no b-tree reaches (deleted, or cut off from its table)"
 UNATTRIBUTED = "fits no table of the store"
-LOSSES = frozenset({REJECTED, INVALID, MISFIT, BAD_ROWID, DUPLICATE})
+
+# One row of PRAGMA table_info: (cid, name, declared type, notnull, default SQL, pk position).
+ColumnInfo = tuple[int, str, str, int, str | None, int]
+
+
+class SchemaEntry(NamedTuple):
+    """One row of sqlite_master (kind is its ``type`` column)."""
+
+    kind: str
+    name: str
+    tbl_name: str
+    rootpage: int
+    sql: str
 
 
 def affinity(declared: str | None) -> str:
@@ -73,7 +86,7 @@ class Shape:
     derived: bool = False  # an index's shadow table or the runtime ledger: never copied
 
     @classmethod
-    def from_info(cls, table: str, info: Sequence[tuple], *, derived: bool = False) -> Shape:
+    def from_info(cls, table: str, info: Sequence[ColumnInfo], *, derived: bool = False) -> Shape:
         """Build a shape from PRAGMA table_info rows."""
         cols = [str(r[1]) for r in info]
         pks = [r for r in info if r[5]]
@@ -121,7 +134,7 @@ class Shape:
         return dict(zip(self.columns, full, strict=True))
 
 
-def _defaults(info: Sequence[tuple]) -> list[Any]:
+def _defaults(info: Sequence[ColumnInfo]) -> list[Any]:
     """Evaluate each column's declared default (for records written before a column existed)."""
     mem = sqlite3.connect(":memory:")
     try:
@@ -152,16 +165,16 @@ def shape_from_sql(table: str, sql: str, *, derived: bool = False) -> Shape | No
 
 def derived_shapes() -> list[Shape]:
     """Return shapes of pages that are no table's rows: FTS5 shadow tables, sqlite_master."""
-    data = [(0, "id", "INTEGER", 0, None, 1), (1, "block", "BLOB", 0, None, 0)]
-    master = [
+    data: list[ColumnInfo] = [(0, "id", "INTEGER", 0, None, 1), (1, "block", "BLOB", 0, None, 0)]
+    master: list[ColumnInfo] = [
         (0, "type", "TEXT", 1, None, 0),
         (1, "name", "TEXT", 1, None, 0),
         (2, "tbl_name", "TEXT", 1, None, 0),
         (3, "rootpage", "INTEGER", 1, None, 0),
         (4, "sql", "TEXT", 0, None, 0),
     ]
-    version = [(0, "version", "INTEGER", 1, None, 0)]
-    sequence = [(0, "name", "", 0, None, 0), (1, "seq", "", 0, None, 0)]
+    version: list[ColumnInfo] = [(0, "version", "INTEGER", 1, None, 0)]
+    sequence: list[ColumnInfo] = [(0, "name", "", 0, None, 0), (1, "seq", "", 0, None, 0)]
     return [
         Shape.from_info("(search index)", data, derived=True),
         Shape.from_info("sqlite_master", master, derived=True),
@@ -170,14 +183,15 @@ def derived_shapes() -> list[Shape]:
     ]
 
 
-def schema_records(raw: pages.Pages, leaves: Iterable[int]) -> dict[str, tuple[str, str, int, str]]:
-    """Find sqlite_master rows on table leaf pages: {name: (type, tbl_name, rootpage, sql)}."""
-    found: dict[str, tuple[str, str, int, str]] = {}
+def schema_records(raw: pages.Pages, leaves: Iterable[int]) -> dict[str, SchemaEntry]:
+    """Find sqlite_master rows on table leaf pages, by name."""
+    found: dict[str, SchemaEntry] = {}
     for page in leaves:
         data = raw.read(page)
         if b"CREATE " not in data and b"sqlite_autoindex" not in data:
             continue  # (the cheap test: a schema page holds CREATE statements)
-        for _i, _rowid, fields in raw.leaf_cells(page):
+        for cell in raw.leaf_cells(page):
+            fields = cell.fields
             if fields is None or len(fields) != 5 or fields[0] not in SCHEMA_TYPES:
                 continue
             kind, name, tbl, root, sql = fields
@@ -185,22 +199,20 @@ def schema_records(raw: pages.Pages, leaves: Iterable[int]) -> dict[str, tuple[s
                 continue
             if not isinstance(root, int) or (sql is not None and not isinstance(sql, str)):
                 continue
-            found.setdefault(name, (kind, tbl, root, sql or ""))
+            found.setdefault(name, SchemaEntry(kind, name, tbl, root, sql or ""))
     return found
 
 
 def choose(
     shapes: Sequence[Shape],
-    cells: list[tuple[int, int, list[Any] | None]],
+    cells: Sequence[pages.LeafCell],
     tables: frozenset[str] = frozenset(),
 ) -> Shape | None:
     """Return the one shape most records of a page fit (None when no shape or a tie); tables
     (the store's table names) tell sqlite_sequence's rows from look-alikes."""
     votes: Counter[int] = Counter()
-    sample = [c for c in cells if c[2] is not None][:VOTERS]
-    for _i, _rowid, fields in sample:
-        if fields is None:
-            continue
+    sample = [c.fields for c in cells if c.fields is not None][:VOTERS]
+    for fields in sample:
         for k, shape in enumerate(shapes):
             if shape.fits(fields):
                 votes[k] += 1
@@ -210,11 +222,11 @@ def choose(
     tied = [k for k, n in votes.items() if n == top]
     if len(tied) > 1:
         # Equal votes: prefer the tables whose column count matches the records exactly.
-        widths = Counter(len(f) for _i, _r, f in sample if f is not None)
+        widths = Counter(len(f) for f in sample)
         width = widths.most_common(1)[0][0]
         tied = [k for k in tied if len(shapes[k].columns) == width] or tied
         sequence = [k for k in tied if shapes[k].table == "sqlite_sequence"]
-        names = [f[0] for _i, _r, f in sample if f]
+        names = [f[0] for f in sample if f]
         if sequence and names and all(n in tables for n in names):
             tied = sequence[:1]
     if len(tied) == 1 or all(shapes[k].derived for k in tied):
@@ -231,13 +243,17 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# A lost_and_found row as inserted: (table_name, reason, source_rowid, source_page, row_json).
+KeptRow = tuple[str | None, str, int | None, int | None, str]
+
+
 @dataclass
 class LostAndFound:
     """Rows kept aside in the target's lost_and_found table, with per-reason counts."""
 
     store: Store
     counts: Counter[str] = field(default_factory=Counter)
-    pending: list[tuple] = field(default_factory=list)
+    pending: list[KeptRow] = field(default_factory=list)
     made: bool = False
 
     def add(
@@ -329,14 +345,15 @@ def quarantine_invalid(store: Store, lost: LostAndFound) -> dict[str, int]:
                 "bad " + ", ".join(bad),
             )
         lost.flush()
-        ids = [(r[0],) for r in rows]
-        store.write(
-            lambda conn, ids=ids, table=table: conn.executemany(
-                f"DELETE FROM {schema.quote(table)} WHERE rowid = ?", ids
-            )
-        )
+        delete = f"DELETE FROM {schema.quote(table)} WHERE rowid = ?"
+        store.write(functools.partial(_delete_rows, delete, [(r[0],) for r in rows]))
         moved[table] = len(rows)
     return moved
+
+
+def _delete_rows(delete: str, ids: list[tuple[int]], conn: sqlite3.Connection) -> None:
+    """Delete the rows of one table by rowid."""
+    conn.executemany(delete, ids)
 
 
 def _breaks(store: Store, table: str, rowid: int, pred: str) -> bool:
