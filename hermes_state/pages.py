@@ -1,9 +1,9 @@
 """Reading SQLite files page by page, for salvage of private work copies (never a live store).
 
-recover.py uses this where SQLite itself cannot be trusted: to repair a copy's 100-byte header
-from the file's real page layout, to walk a table's b-tree and count the cells its leaf pages
-hold (so a copy that stopped early shows), to read the rows SQLite's cursor did not return, and
-to find and read table leaf pages when the schema itself is gone.
+The recover modules use this where SQLite itself cannot be trusted: to repair a copy's 100-byte
+header from the file's real page layout, to walk a table's b-tree and count the cells its leaf
+pages hold (so a copy that stopped early shows), to read the rows SQLite's cursor did not
+return, and to find and read table leaf pages when the schema itself is gone.
 """
 
 from __future__ import annotations
@@ -190,8 +190,6 @@ class HeaderRepair:
     """What repair_header changed in the copy's header."""
 
     fixes: list[str] = field(default_factory=list)
-    original: bytes = b""
-    freelist_lost: bool = False  # the freelist pointer was unusable: free pages are unmarked
 
 
 def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
@@ -201,7 +199,6 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
     try:
         size = os.fstat(fd).st_size
         header = bytearray(os.pread(fd, 100, 0).ljust(100, b"\0"))
-        out.original = bytes(header)
         raw = u16(header, 16)
         layout = guess_layout(fd, size, 65536 if raw == 1 else raw)
         if layout is None:
@@ -247,7 +244,6 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
             if not good:
                 fixes.append("freelist pointer (free pages are found by their shape instead)")
                 header[32:40] = bytes(8)
-                out.freelist_lost = True
         if not 1 <= u32(header, 44) <= 4:
             fixes.append("schema format")
             header[44:48] = (4).to_bytes(4, "big")
@@ -266,15 +262,6 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
         if fixes:
             os.pwrite(fd, bytes(header), 0)
         return out
-    finally:
-        os.close(fd)
-
-
-def restore_header(path: Path, original: bytes) -> None:
-    """Put the copy's original header back (a repair that made things worse)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.pwrite(fd, original, 0)
     finally:
         os.close(fd)
 
@@ -312,8 +299,8 @@ class TreeScan:
     cells: dict[int, CellRef] = field(default_factory=dict)  # rowid -> where its cell is
     pages: set[int] = field(default_factory=set)  # every page of the tree that was read
     holes: list[tuple[int, int]] = field(default_factory=list)  # (lo, hi]: rowids under bad pages
-    out_of_order: int = 0  # cells whose rowid lies outside the range their parents give
-    strays: set[CellRef] = field(default_factory=set)  # those cells
+    # Cells whose rowid lies outside the range their parents give (a damaged rowid).
+    strays: set[CellRef] = field(default_factory=set)
     duplicates: list[Duplicate] = field(default_factory=list)
     bad_cells: int = 0  # cells whose rowid could not even be read
 
@@ -447,7 +434,6 @@ class Pages:
                 ref = CellRef(page, i)
                 stray = not lo < rowid <= hi
                 if stray:
-                    scan.out_of_order += 1
                     scan.strays.add(ref)
                 held = scan.cells.get(rowid)
                 if held is None:
