@@ -209,8 +209,10 @@ def read_schema(src: sqlite3.Connection) -> list[SchemaEntry] | None:
         ).fetchall()
     except sqlite3.DatabaseError:
         return None
+    # A damaged schema row may hold anything in rootpage: a non-integer names no page.
     return [
-        SchemaEntry(str(t), str(n), str(tb), int(r or 0), sql or "") for t, n, tb, r, sql in rows
+        SchemaEntry(str(t), str(n), str(tb), r if isinstance(r, int) else 0, sql or "")
+        for t, n, tb, r, sql in rows
     ]
 
 
