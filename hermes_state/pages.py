@@ -1,9 +1,9 @@
 """Reading SQLite files page by page, for salvage of private work copies (never a live store).
 
-recover.py uses this where SQLite itself cannot be trusted: to repair a copy's 100-byte header
-from the file's real page layout, to walk a table's b-tree and count the cells its leaf pages
-hold (so a copy that stopped early shows), to read the rows SQLite's cursor did not return, and
-to find and read table leaf pages when the schema itself is gone.
+The recover modules use this where SQLite itself cannot be trusted: to repair a copy's 100-byte
+header from the file's real page layout, to walk a table's b-tree and count the cells its leaf
+pages hold (so a copy that stopped early shows), to read the rows SQLite's cursor did not
+return, and to find and read table leaf pages when the schema itself is gone.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
+from hermes_state.sql import SQLITE_MAGIC
+
 BTREE_PAGE_TYPES = (0x02, 0x05, 0x0A, 0x0D)
 LEAF_TABLE, INTERIOR_TABLE, LEAF_INDEX, INTERIOR_INDEX = 0x0D, 0x05, 0x0A, 0x02
 LOCK_BYTE_OFFSET = 0x40000000
@@ -25,12 +26,12 @@ MIN_ROWID, MAX_ROWID = -(2**63), 2**63 - 1
 SAMPLE_PAGES = 128
 
 
-def u16(data: bytes, pos: int) -> int:
+def u16(data: bytes | bytearray, pos: int) -> int:
     """Read a big-endian 2-byte integer."""
     return int.from_bytes(data[pos : pos + 2], "big")
 
 
-def u32(data: bytes, pos: int) -> int:
+def u32(data: bytes | bytearray, pos: int) -> int:
     """Read a big-endian 4-byte integer."""
     return int.from_bytes(data[pos : pos + 4], "big")
 
@@ -190,8 +191,6 @@ class HeaderRepair:
     """What repair_header changed in the copy's header."""
 
     fixes: list[str] = field(default_factory=list)
-    original: bytes = b""
-    freelist_lost: bool = False  # the freelist pointer was unusable: free pages are unmarked
 
 
 def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
@@ -201,7 +200,6 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
     try:
         size = os.fstat(fd).st_size
         header = bytearray(os.pread(fd, 100, 0).ljust(100, b"\0"))
-        out.original = bytes(header)
         raw = u16(header, 16)
         layout = guess_layout(fd, size, 65536 if raw == 1 else raw)
         if layout is None:
@@ -247,7 +245,6 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
             if not good:
                 fixes.append("freelist pointer (free pages are found by their shape instead)")
                 header[32:40] = bytes(8)
-                out.freelist_lost = True
         if not 1 <= u32(header, 44) <= 4:
             fixes.append("schema format")
             header[44:48] = (4).to_bytes(4, "big")
@@ -270,28 +267,42 @@ def repair_header(path: Path, *, wal: bool = False) -> HeaderRepair:
         os.close(fd)
 
 
-def restore_header(path: Path, original: bytes) -> None:
-    """Put the copy's original header back (a repair that made things worse)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.pwrite(fd, original, 0)
-    finally:
-        os.close(fd)
-
-
 # --- b-trees, cells and records -----------------------------------------------------------------
+
+
+class CellRef(NamedTuple):
+    """Where a cell sits: its table leaf page and its slot (cell number) on that page."""
+
+    page: int
+    slot: int
+
+
+class Duplicate(NamedTuple):
+    """A second cell claiming a rowid another cell of the same b-tree holds."""
+
+    rowid: int
+    page: int
+    slot: int
+
+
+class LeafCell(NamedTuple):
+    """One cell of a table leaf page: its slot, rowid and record (None when undecodable)."""
+
+    slot: int
+    rowid: int
+    fields: list[Any] | None
 
 
 @dataclass
 class TreeScan:
     """What the leaf pages of one table b-tree hold, walked from its root page."""
 
-    cells: dict[int, tuple[int, int]] = field(default_factory=dict)  # rowid -> (page, cell)
+    cells: dict[int, CellRef] = field(default_factory=dict)  # rowid -> where its cell is
     pages: set[int] = field(default_factory=set)  # every page of the tree that was read
     holes: list[tuple[int, int]] = field(default_factory=list)  # (lo, hi]: rowids under bad pages
-    out_of_order: int = 0  # cells whose rowid lies outside the range their parents give
-    strays: set[tuple[int, int]] = field(default_factory=set)  # those cells: (page, cell)
-    duplicates: list[tuple[int, int, int]] = field(default_factory=list)  # (rowid, page, cell)
+    # Cells whose rowid lies outside the range their parents give (a damaged rowid).
+    strays: set[CellRef] = field(default_factory=set)
+    duplicates: list[Duplicate] = field(default_factory=list)
     bad_cells: int = 0  # cells whose rowid could not even be read
 
     @property
@@ -421,18 +432,19 @@ class Pages:
                     scan.bad_cells += 1
                     continue
                 rowid = signed(rowid)
+                ref = CellRef(page, i)
                 stray = not lo < rowid <= hi
                 if stray:
-                    scan.out_of_order += 1
-                    scan.strays.add((page, i))
-                if rowid not in scan.cells:
-                    scan.cells[rowid] = (page, i)
-                elif scan.cells[rowid] in scan.strays and not stray:
+                    scan.strays.add(ref)
+                held = scan.cells.get(rowid)
+                if held is None:
+                    scan.cells[rowid] = ref
+                elif held in scan.strays and not stray:
                     # Two cells claim one rowid: the one in its page's range is the row itself.
-                    scan.duplicates.append((rowid, *scan.cells[rowid]))
-                    scan.cells[rowid] = (page, i)
+                    scan.duplicates.append(Duplicate(rowid, *held))
+                    scan.cells[rowid] = ref
                 else:
-                    scan.duplicates.append((rowid, page, i))
+                    scan.duplicates.append(Duplicate(rowid, page, i))
         return scan
 
     def cell(self, page: int, index: int) -> tuple[int, list[Any]]:
@@ -444,8 +456,8 @@ class Pages:
         rowid, pos = varint(data, pos)
         return signed(rowid), self._record(self._payload(data, pos, size))
 
-    def leaf_cells(self, page: int) -> Iterator[tuple[int, int, list[Any] | None]]:
-        """Yield (cell index, rowid, fields or None when undecodable) of a table leaf page."""
+    def leaf_cells(self, page: int) -> Iterator[LeafCell]:
+        """Yield the cells of a table leaf page (fields None where a record is undecodable)."""
         data = self.read(page)
         base = 100 if page == 1 else 0
         if len(data) <= base or data[base] != LEAF_TABLE:
@@ -464,7 +476,7 @@ class Pages:
                 fields: list[Any] | None = self._record(self._payload(data, pos, size))
             except (ValueError, IndexError, struct.error):
                 fields = None  # a damaged cell: the others on the page may still be fine
-            yield i, signed(rowid), fields
+            yield LeafCell(i, signed(rowid), fields)
 
     def _payload(self, data: bytes, pos: int, size: int) -> bytes:
         """Return a cell's payload, following its overflow chain."""

@@ -490,7 +490,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # bench/ is scripts in the checkout, not a package
 
 from bench import recover_matrix as matrix  # noqa: E402
-from hermes_state import salvage  # noqa: E402
+from hermes_state import lost_and_found  # noqa: E402
 
 
 def _apply(step: Callable[..., None], db: Path, tmp_path: Path) -> None:
@@ -514,7 +514,7 @@ def test_recover_continues_past_an_out_of_order_rowid(
     # Only the row whose rowid was damaged is missing from its table; it is kept aside.
     assert messages.on_pages == total and messages.copied == total - 1
     assert messages.to_lost_and_found == 1
-    assert report.lost_and_found == {salvage.BAD_ROWID: 1}
+    assert report.lost_and_found == {lost_and_found.BAD_ROWID: 1}
     if mask == 0x40:
         assert messages.from_pages > 600  # what SQLite's cursor never returned
     assert not report.accepted and report.summary().startswith("PARTIAL: 1 of")
@@ -606,8 +606,8 @@ def test_recover_moves_rows_the_tool_cannot_use_to_lost_and_found(
     assert rows(target, "SELECT count(*) FROM sessions WHERE id IS NULL") == [(0,)]
     aside = rows(target, "SELECT table_name, reason FROM lost_and_found ORDER BY table_name")
     assert [(t, r.split(":")[0]) for t, r in aside] == [
-        ("messages", salvage.INVALID),
-        ("sessions", salvage.INVALID),
+        ("messages", lost_and_found.INVALID),
+        ("sessions", lost_and_found.INVALID),
     ]
     assert report.verification.foreign_key_violations == 0 and not report.accepted
 
