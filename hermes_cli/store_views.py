@@ -375,6 +375,11 @@ def restore_plan(plan: Any) -> None:
         warn(f"restoring while in use by: {plan.holders}")
 
 
+def _copies(n: int) -> str:
+    """Return `1 copy is`, `2 copies are`."""
+    return "1 copy is" if n == 1 else f"{n} copies are"
+
+
 def restore_result(result: Any) -> None:
     """Print what a restore put back, and where the replaced stores are kept."""
     echo(
@@ -393,3 +398,12 @@ def restore_result(result: Any) -> None:
         warn(f"restored while in use by: {result.holders}")
     for note in result.warnings:
         warn(note)
+    if result.earlier_copies:
+        total = sum(n for _, n in result.earlier_copies)
+        echo(
+            f"Note: {_copies(len(result.earlier_copies))} kept by earlier restores "
+            f"({human_bytes(total)}) still there; delete them when you no longer need them:",
+            err=True,
+        )
+        for path, _ in result.earlier_copies:
+            echo(f"  {display_hermes_home(path)}", err=True)

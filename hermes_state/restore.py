@@ -19,6 +19,7 @@ was if any step fails.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 import sqlite3
@@ -173,6 +174,8 @@ class RestoreResult:
     warnings: list[str] = field(default_factory=list)
     changes: list[DatabaseChange] = field(default_factory=list)
     pre_restore: dict[str, Path] = field(default_factory=dict)  # name -> copy of what was there
+    # Copies earlier restores kept beside the same stores (never removed by a restore).
+    earlier_copies: list[tuple[Path, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -187,6 +190,7 @@ class RestoreResult:
             "warnings": list(self.warnings),
             "changes": [c.to_dict() for c in self.changes],
             "pre_restore": {k: str(v) for k, v in self.pre_restore.items()},
+            "earlier_copies": [{"path": str(p), "bytes": n} for p, n in self.earlier_copies],
         }
 
 
@@ -673,7 +677,20 @@ def _apply(
         problems = _roll_back(undo)
         raise _failure(exc, problems) from exc
     result.kept = list(plan.kept)
+    result.earlier_copies = _earlier_copies(
+        [c.dest for c in plan.databases], set(result.pre_restore.values())
+    )
     return result
+
+
+def _earlier_copies(dests: list[Path], new: set[Path]) -> list[tuple[Path, int]]:
+    """Return the pre-restore copies beside these stores that this restore did not make."""
+    out = []
+    for dest in dests:
+        for path in sorted(dest.parent.glob(f"{glob.escape(dest.name)}{PRE_RESTORE_MARK}*")):
+            if path not in new and not path.is_symlink() and path.is_file():
+                out.append((path, path.stat().st_size))
+    return out
 
 
 def _keep_current(change: DatabaseChange, stamp: str) -> tuple[Path | None, bool]:

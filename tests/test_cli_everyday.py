@@ -653,6 +653,11 @@ def test_restore_shows_before_and_after_asks_and_keeps_the_replaced_store(
     assert sql(kept, "SELECT * FROM messages ORDER BY id") == old_messages
     assert one(copied, "SELECT COUNT(*) FROM sessions") == 12
 
+    again = hermes("restore", str(archive), "--yes")  # a copy made by the first restore stays
+    assert again.returncode == 0, again.stderr
+    assert "1 copy is kept by earlier restores" in again.stderr and f"  {kept}\n" in again.stderr
+    assert len(_pre_restore_copies(hermes_home)) == 2
+
 
 # --- 7. busy: closed pipes, locks, prune beside a writer ------------------------------------
 
