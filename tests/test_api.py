@@ -395,3 +395,54 @@ def test_a_misspelt_keyword_is_a_type_checker_error_too(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert len(errors) == 1 and 'keyword argument "limt"' in errors[0], done.stdout
+
+
+# --- façade pass-throughs not exercised elsewhere ---------------------------------------------
+
+
+def test_facade_compression_chain_reads_follow_a_rotation(db: SessionDB) -> None:
+    db.create_session("parent", "cli")
+    db.append_message("parent", "user", "before the rotation")
+    db.rotate_session("parent", "child", kept_messages=[{"role": "user", "content": "kept"}])
+    assert db.compression_successor("parent") == "child"
+    assert db.compression_successor("child") is None
+    assert db.compression_ancestors("child") == ["parent"]
+    assert db.compression_tip("parent") == "child" == db.get_compression_tip("parent")
+
+
+def test_facade_finds_an_owned_input_by_its_marker(db: SessionDB) -> None:
+    from hermes_state.ownership import fresh_marker, with_marker
+
+    db.create_session("s", "cli")
+    marker = fresh_marker()
+    row = db.append_message("s", "user", "hi", display_metadata=with_marker(None, marker))
+    found = db.find_owned_input("s", marker)
+    assert found is not None and found.message_id == row
+    assert db.find_owned_input("s", fresh_marker()) is None
+
+
+def test_facade_admission_lifecycle_start_and_finish(db: SessionDB) -> None:
+    db.create_session("s", "gateway")
+    epoch = db.begin_owner_epoch("gateway-1")
+    queued = db.admit("s", "req-1", {"text": "hi"})
+    assert queued.status == "queued"
+    started = db.start_admission(queued.admission_id, epoch)
+    assert started.status == "started" and started.owner_epoch == epoch
+    done = db.finish_admission(queued.admission_id, "completed")
+    assert done.status == "terminal" and done.outcome == "completed"
+
+
+def test_facade_iter_export_all_streams_what_export_all_returns(db: SessionDB) -> None:
+    for sid in ("a", "b"):
+        db.create_session(sid, "cli" if sid == "a" else "cron")
+        db.append_message(sid, "user", f"hello {sid}")
+    streamed = list(db.iter_export_all())
+    assert [r["id"] for r in streamed] == [r["id"] for r in db.export_all()]
+    assert [r["id"] for r in db.iter_export_all(source="cron")] == ["b"]
+
+
+def test_facade_optimize_returns_its_result(db: SessionDB) -> None:
+    db.create_session("s", "cli")
+    db.append_message("s", "user", "hello")
+    result = db.optimize()
+    assert result.vacuumed and result.fts_optimized and not result.vacuum_skipped
