@@ -95,7 +95,7 @@ complete -c hermes -n '__hermes_at \'sessions\'' -a search -d 'Search message te
 complete -c hermes -n '__hermes_at \'sessions\'' -a browse -d 'Browse and search sessions full-screen; Enter prints the chosen session id.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a show -d 'Print the transcript of one session (read-only); long ones go through the pager.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a export -d 'Export sessions with every message, exactly (read-only, streamed: memory stays flat).'
-complete -c hermes -n '__hermes_at \'sessions\'' -a import -d 'Import an export made by `sessions export` (one transaction per session).'
+complete -c hermes -n '__hermes_at \'sessions\'' -a import -d 'Import an export made by `sessions export` (each session all or nothing).'
 complete -c hermes -n '__hermes_at \'sessions\'' -a delete -d 'Delete one session and all its messages.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a rename -d 'Give a session a new (unique) title; an empty title clears it.'
 complete -c hermes -n '__hermes_at \'sessions\'' -a pin -d 'Pin sessions: prune never deletes a pinned session.'

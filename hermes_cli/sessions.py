@@ -670,7 +670,7 @@ def import_(
         typer.Option("--on-conflict", help="For ids already in the store: keep or replace them."),
     ] = Conflict.skip,
 ) -> None:
-    """Import an export made by `sessions export` (one transaction per session)."""
+    """Import an export made by `sessions export` (each session all or nothing)."""
     from hermes_cli import stores
     from hermes_state import portability
 

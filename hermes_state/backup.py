@@ -572,6 +572,7 @@ def create_backup(
             os.fdopen(fd, "wb") as raw,
             zipfile.ZipFile(raw, "w", allowZip64=True) as zf,
             ThreadPoolExecutor(max_workers=1) as hasher,
+            ThreadPoolExecutor(max_workers=1) as checker,
         ):
             for source, name in _walk(base, skip_profiles=not all_profiles, notes=notes):
                 if is_sqlite_name(name):
@@ -586,7 +587,13 @@ def create_backup(
                         result.warnings.append(f"{name}: could not be read ({exc})")
                         result.skipped.append(name)
                         continue
-                    described = _describe_snapshot(snap)
+                    # The damage check reads the snapshot on its own thread while it is
+                    # archived (both mostly wait on SQLite, zlib and I/O, which release the GIL).
+                    checking = checker.submit(_describe_snapshot, snap)
+                    try:
+                        size, digest = _add_file(zf, snap, name, mode, hasher)
+                    finally:
+                        described = checking.result()
                     result.databases[name] = described
                     if described["quick_check"] != "ok":
                         result.damaged.append(name)
@@ -594,7 +601,6 @@ def create_backup(
                             f"{name}: archived as it is, but it is damaged "
                             f"(quick_check: {described['quick_check']})"
                         )
-                    size, digest = _add_file(zf, snap, name, mode, hasher)
                     snap.unlink()
                 else:
                     kind = "file"

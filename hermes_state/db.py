@@ -743,7 +743,7 @@ class SessionDB:
     def import_sessions(
         self, sessions: list[dict[str, Any]], *, on_conflict: str = "skip"
     ) -> ImportSummary:
-        """Import export records (one transaction per session); return what happened."""
+        """Import export records (each session all or nothing); return what happened."""
         result = portability.import_sessions(self.store, sessions, on_conflict=on_conflict)
         return {
             "imported": result.imported,

@@ -14,15 +14,17 @@ import itertools
 import json
 import math
 import os
+import queue
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, Any, Generic, TypeVar, cast
 
-from hermes_state import messages as msglib, sessions as seslib
+from hermes_state import bulkload, messages as msglib, sessions as seslib
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError
 from hermes_state.ledger import busy_message, open_work_in
@@ -31,6 +33,10 @@ from hermes_state.text import bindable, scrub_surrogates
 SESSION_CHUNK = 500
 MESSAGE_CHUNK = 2000
 WRITE_BATCH = 100
+# Messages per import transaction (whole sessions, a savepoint each): a gateway waits at most
+# about this long for the lock (~0.3 s here), and FTS5 indexes a batch at once (bulkload).
+IMPORT_BATCH_MESSAGES = 5000
+BULK_MIN_MESSAGES = 200  # smaller batches are indexed row by row, by the triggers
 _READ_CHUNK = 1 << 16
 ON_CONFLICT = ("skip", "replace")
 # Message keys an import passes on to the store; "id" and "session_id" are assigned by it.
@@ -585,8 +591,15 @@ def _identity(record: Mapping[str, Any], key: str) -> None:
         raise _Invalid(f"'{key}' contains a lone surrogate (text that is not valid Unicode)")
 
 
-def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Check one record's shape; return the session fields and the message dicts to insert."""
+_KNOWN_MESSAGE_KEYS = MESSAGE_KEYS | _IGNORED_MESSAGE_KEYS | {SUMMARY_FLAG}
+_MESSAGE_FLAGS = ("active", "compacted", "observed")
+
+
+def _validate(
+    record: Any, ignored: set[str]
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[int]]:
+    """Check one record's shape; return the session fields, the message dicts to insert and
+    the positions of the compression summary rows among them."""
     if not isinstance(record, Mapping):
         raise _Invalid(f"expected a JSON object (one session), got {type(record).__name__}")
     sid = record.get("id")
@@ -611,28 +624,35 @@ def _validate(record: Any, ignored: set[str]) -> tuple[dict[str, Any], list[dict
     if not session["source"]:
         raise _Invalid("'source' must be a non-empty string")
     out: list[dict[str, Any]] = []
+    summaries: list[int] = []
+    # Runs once per message of every import: plain lookups, one pass over the values.
     for i, msg in enumerate(raw_messages):
         if not isinstance(msg, Mapping):
             raise _Invalid(f"messages[{i}] must be an object")
-        role = msg.get("role")
+        get = msg.get
+        role = get("role")
         if not isinstance(role, str) or not role:
             raise _Invalid(f"messages[{i}]: 'role' must be a non-empty string")
-        ts = msg.get("timestamp")
+        ts = get("timestamp")
         if ts is not None and not _is_number(ts):
             raise _Invalid(f"messages[{i}]: 'timestamp' must be a number")
-        uid = msg.get("message_uid")
+        uid = get("message_uid")
         if uid is not None and not isinstance(uid, str):
             raise _Invalid(f"messages[{i}]: 'message_uid' must be a string")
-        for flag in ("active", "compacted", "observed"):
-            if msg.get(flag) is not None and not isinstance(msg[flag], int | bool):
+        for flag in _MESSAGE_FLAGS:
+            value = get(flag)
+            if value is not None and not isinstance(value, int):
                 raise _Invalid(f"messages[{i}]: '{flag}' must be 0 or 1")
-        extra = set(msg) - MESSAGE_KEYS - _IGNORED_MESSAGE_KEYS - {SUMMARY_FLAG}
-        ignored.update(f"messages.{k}" for k in extra)
+        keys = msg.keys()
+        if not keys <= _KNOWN_MESSAGE_KEYS:
+            ignored.update(f"messages.{k}" for k in keys - _KNOWN_MESSAGE_KEYS)
         for k, v in msg.items():
             if isinstance(v, int) and not isinstance(v, bool):
                 _column_value(f"messages[{i}].{k}", v)  # refuses what SQLite cannot hold
-        out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS or k == SUMMARY_FLAG})
-    return session, out
+        if get(SUMMARY_FLAG):
+            summaries.append(i)
+        out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS})
+    return session, out, summaries
 
 
 # --- import: writing ------------------------------------------------------------------------
@@ -647,6 +667,7 @@ def _write_session(
     store: Store,
     session: dict[str, Any],
     msgs: list[dict[str, Any]],
+    summary_at: Sequence[int] = (),
     *,
     on_conflict: str,
     unlink_parent: bool,
@@ -692,12 +713,10 @@ def _write_session(
             f"INSERT INTO sessions ({quoted}) VALUES ({', '.join('?' for _ in cols)})", values
         )
     try:
-        ids = msglib.insert_messages(
-            conn, sid, [{k: v for k, v in m.items() if k != SUMMARY_FLAG} for m in msgs]
-        )
+        ids = msglib.insert_messages(conn, sid, msgs)
     except (TypeError, ValueError) as exc:
         raise _Refused(f"bad message: {exc}") from exc
-    summaries = [i for i, m in zip(ids, msgs, strict=True) if m.get(SUMMARY_FLAG)]
+    summaries = [ids[i] for i in summary_at]
     if summaries:
         if SUMMARY_FLAG not in store.columns("messages"):
             ignored.add(f"messages.{SUMMARY_FLAG}")
@@ -733,6 +752,179 @@ def require_import_columns(store: Store) -> None:
         )
 
 
+# What a session the store refuses raises inside its savepoint (the others still import).
+_REFUSALS = (_Refused, sqlite3.IntegrityError, sqlite3.InterfaceError)
+_UNBINDABLE = (OverflowError, UnicodeEncodeError, RecursionError, ValueError)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """A validated session waiting for its batch: its line, fields and messages."""
+
+    line: int
+    session: dict[str, Any]
+    msgs: list[dict[str, Any]]
+    summary_at: list[int]
+
+
+def _write_batch(
+    conn: sqlite3.Connection,
+    store: Store,
+    batch: Sequence[_Pending],
+    *,
+    on_conflict: str,
+    unlink_parent: bool,
+    ignored: set[str],
+    before_index: Callable[[], None] | None = None,
+) -> list[str | ImportIssue]:
+    """Write sessions in the caller's transaction, each in a savepoint; return each outcome.
+
+    A session the store refuses is rolled back to its savepoint (nothing of it is written) and
+    reported as an ImportIssue; the others go on. With enough rows the word and substring
+    indexes are filled once for the whole batch (bulkload), not row by row; before_index is
+    called just before that (the import starts reading the next batch then).
+    """
+    rows = sum(len(p.msgs) for p in batch)
+    deferred = bulkload.defer_indexing(conn) if rows >= BULK_MIN_MESSAGES else None
+    outcomes: list[str | ImportIssue] = []
+    for p in batch:
+        conn.execute("SAVEPOINT hermes_import_session")
+        try:
+            outcome: str | ImportIssue = _write_session(
+                conn,
+                store,
+                p.session,
+                p.msgs,
+                p.summary_at,
+                on_conflict=on_conflict,
+                unlink_parent=unlink_parent,
+                ignored=ignored,
+            )
+        except _REFUSALS as exc:
+            conn.execute("ROLLBACK TO hermes_import_session")
+            outcome = ImportIssue(p.line, p.session["id"], str(exc))
+        except _UNBINDABLE as exc:
+            # A value sqlite3 cannot bind: this session is refused, the others still import.
+            conn.execute("ROLLBACK TO hermes_import_session")
+            outcome = ImportIssue(p.line, p.session["id"], f"cannot be stored: {exc}")
+        conn.execute("RELEASE hermes_import_session")
+        outcomes.append(outcome)
+    if before_index is not None:
+        before_index()
+    if deferred is not None:
+        bulkload.finish(conn, deferred)
+    return outcomes
+
+
+def _prepared(
+    source: str | os.PathLike[str] | IO[str] | Iterable[Any], ignored: set[str]
+) -> Iterator[list[_Pending | ImportIssue]]:
+    """Parse and check the source's records; yield them in batches of about
+    IMPORT_BATCH_MESSAGES messages (a record that cannot be imported as an ImportIssue)."""
+    first_line: dict[str, int] = {}
+    batch: list[_Pending | ImportIssue] = []
+    rows = 0
+    for line, record in _records(source):
+        if isinstance(record, _Bad):
+            batch.append(ImportIssue(line, None, record.message))
+            continue
+        try:
+            session, msgs, summary_at = _validate(record, ignored)
+        except _Invalid as exc:
+            sid = record.get("id") if isinstance(record, Mapping) else None
+            batch.append(ImportIssue(line, sid if isinstance(sid, str) else None, str(exc)))
+            continue
+        sid = session["id"]
+        if sid in first_line:
+            # The same id twice in one file is a malformed export, not a conflict with the store.
+            batch.append(
+                ImportIssue(
+                    line,
+                    sid,
+                    f"session {sid} appears twice in this file "
+                    f"(first on line {first_line[sid]}); this line was not imported",
+                )
+            )
+            continue
+        first_line[sid] = line
+        batch.append(_Pending(line, session, msgs, summary_at))
+        rows += len(msgs) + 1
+        if rows >= IMPORT_BATCH_MESSAGES:
+            yield batch
+            batch, rows = [], 0
+    if batch:
+        yield batch
+
+
+_T = TypeVar("_T")
+
+
+class _ReadAhead(Generic[_T]):
+    """Iterate items produced on a helper thread, one at a time and only when asked.
+
+    The import asks for the next batch just before it runs a batch's long index statements:
+    parsing (Python, which holds the GIL) then overlaps SQLite work that releases it. The
+    helper never runs while the writer makes its many short calls: a thread holding the GIL
+    would make each of them wait for it (CPython's switch interval), which costs more than
+    the overlap gains. An exception of the items is raised in the caller's thread.
+    """
+
+    def __init__(self, items: Iterator[_T]) -> None:
+        self._items = items
+        self._wanted = threading.Semaphore(0)
+        self._box: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+        self._asked = self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    def ask(self) -> None:
+        """Start producing the next item (nothing when it is already being produced)."""
+        if self._asked or self._stopped:
+            return
+        self._asked = True
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="hermes-import-reader")
+            self._thread.daemon = True
+            self._thread.start()
+        self._wanted.release()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                self._wanted.acquire()
+                if self._stopped:
+                    return
+                try:
+                    item = next(self._items)
+                except StopIteration:
+                    self._box.put((False, None))
+                    return
+                except BaseException as exc:  # raised again in the caller's thread
+                    self._box.put((False, exc))
+                    return
+                self._box.put((True, item))
+        finally:
+            close = getattr(self._items, "close", None)
+            if close is not None:
+                close()
+
+    def __iter__(self) -> Iterator[_T]:
+        """Yield the items in order, each produced on the helper thread."""
+        try:
+            while True:
+                self.ask()
+                more, item = self._box.get()
+                self._asked = False
+                if more:
+                    yield item
+                elif item is None:
+                    return
+                else:
+                    raise item
+        finally:
+            self._stopped = True
+            self._wanted.release()
+
+
 def import_sessions(
     store: Store,
     source: str | os.PathLike[str] | IO[str] | Iterable[Mapping[str, Any]],
@@ -740,92 +932,80 @@ def import_sessions(
     on_conflict: str = "skip",
     progress: Progress | None = None,
 ) -> ImportResult:
-    """Import export records (a JSONL/JSON file, a text stream such as stdin, or an iterable),
-    one transaction per session.
+    """Import export records (a JSONL/JSON file, a text stream such as stdin, or an iterable).
 
-    A record that is malformed, or that the store refuses, is reported with its line number and
-    nothing of that session is written; the others are imported.
+    Each session is all or nothing: a record that is malformed, or that the store refuses, is
+    reported with its line number and nothing of it is written; the others are imported.
+    Sessions are written in batches of about IMPORT_BATCH_MESSAGES messages, one transaction
+    each (a savepoint per session), so an interrupted import leaves whole sessions only, and
+    running it again (on_conflict="skip") imports the rest.
     """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
     require_import_columns(store)
     result = ImportResult()
     ignored: set[str] = set()
-    deferred: list[tuple[int, dict[str, Any], list[dict[str, Any]]]] = []
 
-    def attempt(
-        line: int, session: dict[str, Any], msgs: list[dict[str, Any]], unlink: bool
-    ) -> bool:
-        try:
-            outcome = store.write(
-                lambda conn: _write_session(
-                    conn,
-                    store,
-                    session,
-                    msgs,
-                    on_conflict=on_conflict,
-                    unlink_parent=unlink,
-                    ignored=ignored,
-                ),
-                patience=TRANSCRIPT_WRITE_PATIENCE_S,
-            )
-        except (_Refused, sqlite3.IntegrityError, sqlite3.InterfaceError) as exc:
-            result.errors.append(ImportIssue(line, session["id"], str(exc)))
-            return True
-        except (OverflowError, UnicodeEncodeError, RecursionError, ValueError) as exc:
-            # A value sqlite3 cannot bind: this session is refused, the others still import.
-            result.errors.append(ImportIssue(line, session["id"], f"cannot be stored: {exc}"))
-            return True
-        if outcome == "deferred":
-            return False
-        if outcome == "skipped":
-            result.skipped += 1
-        else:
-            result.imported += outcome == "imported"
-            result.replaced += outcome == "replaced"
-            result.messages += len(msgs)
-            if unlink:
-                result.warnings.append(
-                    f"line {line}: parent session {session['parent_session_id']} of "
-                    f"{session['id']} is not in this store; imported without the link"
-                )
-        if progress is not None:
-            progress(1)
-        return True
+    def write(
+        batch: list[_Pending], unlink: bool, before_index: Callable[[], None] | None = None
+    ) -> list[_Pending]:
+        """Write a batch in one transaction; record the outcomes; return the deferred ones."""
+        if not batch:
+            return []
+        outcomes = store.write(
+            lambda conn: _write_batch(
+                conn,
+                store,
+                batch,
+                on_conflict=on_conflict,
+                unlink_parent=unlink,
+                ignored=ignored,
+                before_index=before_index,
+            ),
+            patience=TRANSCRIPT_WRITE_PATIENCE_S,
+        )
+        waiting = []
+        for p, outcome in zip(batch, outcomes, strict=True):
+            if outcome == "deferred":
+                waiting.append(p)
+                continue
+            if isinstance(outcome, ImportIssue):
+                result.errors.append(outcome)
+            elif outcome == "skipped":
+                result.skipped += 1
+            else:
+                result.imported += outcome == "imported"
+                result.replaced += outcome == "replaced"
+                result.messages += len(p.msgs)
+                if unlink:
+                    result.warnings.append(
+                        f"line {p.line}: parent session {p.session['parent_session_id']} of "
+                        f"{p.session['id']} is not in this store; imported without the link"
+                    )
+            if progress is not None:
+                progress(1)
+        return waiting
 
-    first_line: dict[str, int] = {}
-    for line, record in _records(source):
-        if isinstance(record, _Bad):
-            result.errors.append(ImportIssue(line, None, record.message))
-            continue
-        try:
-            session, msgs = _validate(record, ignored)
-        except _Invalid as exc:
-            sid = record.get("id") if isinstance(record, Mapping) else None
-            result.errors.append(ImportIssue(line, sid if isinstance(sid, str) else None, str(exc)))
-            continue
-        if session["id"] in first_line:
-            # The same id twice in one file is a malformed export, not a conflict with the store.
-            result.errors.append(
-                ImportIssue(
-                    line,
-                    session["id"],
-                    f"session {session['id']} appears twice in this file "
-                    f"(first on line {first_line[session['id']]}); this line was not imported",
-                )
-            )
-            continue
-        first_line[session["id"]] = line
-        if not attempt(line, session, msgs, unlink=False):
-            deferred.append((line, session, msgs))
+    batches: Iterable[list[_Pending | ImportIssue]] = _prepared(source, ignored)
+    ask: Callable[[], None] | None = None
+    if isinstance(source, str | os.PathLike) or hasattr(source, "read"):
+        # Only text this module parses is read ahead on a thread: an iterable of records may
+        # hold a connection or other state tied to the caller's thread.
+        ahead = _ReadAhead(iter(batches))
+        batches, ask = ahead, ahead.ask
+    deferred: list[_Pending] = []
+    for items in batches:
+        result.errors.extend(x for x in items if isinstance(x, ImportIssue))
+        pending = [x for x in items if isinstance(x, _Pending)]
+        deferred += write(pending, unlink=False, before_index=ask)
     # Children whose parent came later in the file: retry while that makes progress.
     while deferred:
-        waiting = [d for d in deferred if not attempt(*d, unlink=False)]
+        waiting = write(deferred, unlink=False)
         if len(waiting) == len(deferred):
-            for d in waiting:
-                attempt(*d, unlink=True)
+            write(waiting, unlink=True)
             break
         deferred = waiting
+    result.errors.sort(key=lambda issue: issue.line)
     if ignored:
         result.warnings.append(
             "fields this store has no column for were ignored: " + ", ".join(sorted(ignored))

@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
         "values",
     },
     {"home", "fts", "salvage", "lost_and_found"},
-    {"cjk", "recover_report"},
+    {"cjk", "recover_report", "bulkload"},
     {"layout", "query", "store_objects"},
     {"migrations"},
     {"connection"},
