@@ -173,6 +173,9 @@ class Store:
         # A read-only open of a WAL store that had no -wal/-shm makes them (SQLite must);
         # closing removes them again when nothing else has the store open (see close).
         self.made_sidecars = False
+        # Per-handle caches of other modules, by name (e.g. search's index report); each entry
+        # carries its own staleness key.
+        self.memo: dict[str, tuple[object, object]] = {}
 
     @property
     def writes(self) -> int:

@@ -34,7 +34,9 @@ Hits carry the documented ``HIT_KEYS``; ``context`` lists the visible messages (
 rules as the hits) just before and after the hit in its session, each ``{id, role, content}``
 with content cut to ``CONTEXT_CHARS``. A prefix shorter than ``MIN_PREFIX_CHARS`` (``th*``) is
 searched as a word. FTS5 expands a prefix by merging the doclists of every matching term, once per
-statement, so a prefix query walks in two windows (the newest, then all the rest).
+statement, so a prefix query walks in two windows (the newest, then all the rest). A query
+whose every candidate is a hit (an index lookup with no narrowing filter and no further check)
+walks in one: a window per lookup is what a rare word would otherwise pay for.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hermes_state import cjk, fts
 from hermes_state.content import content_text
@@ -160,6 +162,7 @@ class _Filters:
     visible: str  # the visibility condition alone, on alias p (context rows)
     roles: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    narrows: bool = False  # beyond visibility: most candidates may be rejected
 
 
 @dataclass(frozen=True)
@@ -283,6 +286,7 @@ def _filters(
         visible=" AND ".join(v.format(a="p") for v in visible) or "1",
         roles=tuple(roles),
         sources=tuple(sources),
+        narrows=len(conds) > len(visible),
     )
 
 
@@ -297,6 +301,29 @@ def _session_flags(cols: set[str], archived: bool | None, pinned: bool | None) -
         elif wanted:
             conds.append("0")  # a layout without the column has no such sessions
     return conds
+
+
+def _indexes_of(store: Store) -> _Indexes:
+    """Return the store's index report, kept on the handle until the store changes.
+
+    Nine small statements otherwise run before every search; a change by another connection
+    (data_version), by this one (total_changes) or to the schema makes the report stale.
+    """
+    conn = store.conn
+    key = (
+        conn.execute("PRAGMA data_version").fetchone()[0],
+        conn.execute("PRAGMA schema_version").fetchone()[0],
+        conn.total_changes,
+    )
+    kept = store.memo.get(_INDEXES_MEMO)
+    if kept is not None and kept[0] == key:
+        return cast("_Indexes", kept[1])
+    idx = _indexes(conn)
+    store.memo[_INDEXES_MEMO] = (key, idx)
+    return idx
+
+
+_INDEXES_MEMO = "search.indexes"
 
 
 def _indexes(conn: sqlite3.Connection) -> _Indexes:
@@ -623,8 +650,12 @@ def _walk(
     """Walk the route's sources window by window until need hits, the end, or the budget."""
     walk = _Walk([], {}, exhausted=False)
     low, high = idx.min_id - 1, idx.max_id
-    size = FIRST_WINDOW_IDS
     prefix = any(s.prefix for s in route.sources)
+    # When every candidate is a hit (no narrowing filter, no check beyond the index lookup), one
+    # statement over every id streams the newest first and stops at need; a budget cut still
+    # knows exactly how far it got.
+    exact = not filters.narrows and all(s.check[0] == "1" for s in route.sources)
+    size = high - low if exact and not prefix else FIRST_WINDOW_IDS
     pos = high if newest else low
     while len(walk.ids) < need:
         window = (max(low, pos - size), pos) if newest else (pos, min(high, pos + size))
@@ -642,7 +673,9 @@ def _walk(
             break
         pos = window[0] if newest else window[1]
         # A prefix is merged again by every statement: after the first window, take the rest.
-        size = high - low if prefix else min(size * 2, MAX_WINDOW_IDS)
+        # Candidates that may be rejected keep the doubling windows: a budget cut then loses at
+        # most one window's precision.
+        size = high - low if prefix or exact else min(size * 2, MAX_WINDOW_IDS)
     return walk
 
 
@@ -1007,7 +1040,7 @@ def search_messages(
     need = offset + limit
     with store.lock:
         conn = store.conn
-        idx = _indexes(conn)
+        idx = _indexes_of(store)
         with _Budget(conn, None if complete else SEARCH_BUDGET_STEPS) as budget:
             found = _find(
                 conn,
@@ -1104,7 +1137,7 @@ def count_matches(
     cap = max(1, int(cap))
     with store.lock:
         conn = store.conn
-        idx = _indexes(conn)
+        idx = _indexes_of(store)
         with _Budget(conn, None, seconds=budget_s, should_stop=should_stop) as budget:
             try:
                 n, name = _count_routes(conn, parsed, idx, filters, cap)
