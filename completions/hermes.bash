@@ -100,7 +100,7 @@ _hermes() {
     local opts="" subs="" kind=""
     case "$cmdpath" in
         "") opts="-p --profile --wait --no-wait --version -h --help"; subs="backup restore sessions db profile" ;;
-        "backup") opts="-o --output --keep --all-profiles -h --help -p --profile" ;;
+        "backup") opts="-o --output --keep --all-profiles --compress -h --help -p --profile" ;;
         "restore") opts="--yes -y --force -h --help -p --profile" ;;
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
         "sessions list") opts="--source --exclude-source --since --until --limit --offset --archived --sort --all-profiles --format --json --color --no-pager -h --help -p --profile" ;;

@@ -85,6 +85,7 @@ complete -c hermes -n '__hermes_at \'\'' -s h -l help -d 'Show the help and exit
 complete -c hermes -n '__hermes_at \'backup\'' -s o -l output -r -F -d 'Archive file (.zip is added), or a directory to put it in: an existing one, or any path ending in \'/\' (created). Default: <home>/backups.'
 complete -c hermes -n '__hermes_at \'backup\'' -l keep -x -d 'Keep the newest N archives of this profile there; 0 keeps all. Archives of other profiles and other files are never touched.'
 complete -c hermes -n '__hermes_at \'backup\'' -l all-profiles -d 'Archive the root with every named profile.'
+complete -c hermes -n '__hermes_at \'backup\'' -l compress -d 'Deflate the archive (zlib\'s fastest level): about half the size, at about four times the time of a stored copy.'
 complete -c hermes -n '__hermes_at \'backup\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'restore\'' -F
 complete -c hermes -n '__hermes_at \'restore\'' -l yes -s y -d 'Do not ask for confirmation.'

@@ -35,6 +35,14 @@ def backup(
     all_profiles: Annotated[
         bool, typer.Option("--all-profiles", help="Archive the root with every named profile.")
     ] = False,
+    compress: Annotated[
+        bool,
+        typer.Option(
+            "--compress",
+            help="Deflate the archive (zlib's fastest level): about half the size, at about "
+            "four times the time of a stored copy.",
+        ),
+    ] = False,
 ) -> None:
     """Write a consistent zip of this profile's home (stores copied with SQLite's backup API).
 
@@ -47,7 +55,9 @@ def backup(
 
     # create_backup reports no progress of its own: a spinner with elapsed time.
     with render.progress("Backing up (SQLite backup, zip, checksums)"):
-        result = lib.create_backup(get_hermes_home(), output, keep=keep, all_profiles=all_profiles)
+        result = lib.create_backup(
+            get_hermes_home(), output, keep=keep, all_profiles=all_profiles, compress=compress
+        )
     store_views.backup_result(result)
     if not result.complete:
         raise typer.Exit(1)

@@ -18,6 +18,7 @@ import os
 import re
 import sqlite3
 import stat
+import sys
 import tempfile
 import time
 import zipfile
@@ -55,6 +56,7 @@ MAX_MEMBER_BYTES = 64 * 2**30
 MAX_MANIFEST_BYTES = 16 * 2**20
 # Deflate reaches ~1000:1 on zeros; real files (SQLite pages, text) stay far below this.
 MAX_RATIO = 200
+COMPRESS_LEVEL = 1  # --compress: zlib's fastest level (most of deflate's gain on SQLite pages)
 RATIO_FLOOR_BYTES = 1 << 20  # smaller members are not worth a ratio check
 COPY_CHUNK = 256 << 10
 READ_TIMEOUT_S = 10.0
@@ -316,11 +318,22 @@ def _describe_snapshot(path: Path) -> dict[str, Any]:
 
 
 def _add_file(
-    zf: zipfile.ZipFile, path: Path, name: str, mode: int, hasher: ThreadPoolExecutor
+    zf: zipfile.ZipFile,
+    path: Path,
+    name: str,
+    mode: int,
+    hasher: ThreadPoolExecutor,
+    compress: bool = False,
 ) -> tuple[int, str]:
     """Stream a file into the archive; return (size, sha256) of what was written."""
     info = zipfile.ZipInfo(name, date_time=time.localtime(os.stat(path).st_mtime)[:6])
-    info.compress_type = zipfile.ZIP_STORED  # databases dominate and deflate would cost 5x
+    # Stored by default: databases dominate, and deflate costs several times the copy.
+    info.compress_type = zipfile.ZIP_STORED
+    if compress:
+        info.compress_type = zipfile.ZIP_DEFLATED
+        # The member's level is public (compress_level) only from Python 3.13.
+        level = "compress_level" if sys.version_info >= (3, 13) else "_compresslevel"
+        setattr(info, level, COMPRESS_LEVEL)
     info.external_attr = (stat.S_IFREG | (mode & 0o777)) << 16
     digest = hashlib.sha256()
     size = 0
@@ -340,6 +353,12 @@ def _add_file(
             turn ^= 1
         if pending is not None:
             pending.result()
+    if compress and size > RATIO_FLOOR_BYTES and size / max(1, info.compress_size) > MAX_RATIO:
+        # restore refuses a member that expands this much (a zip bomb looks the same).
+        raise BackupError(
+            f"{name} deflates more than {MAX_RATIO} times, so restore would refuse the archive",
+            hint="Back up without --compress.",
+        )
     return size, digest.hexdigest()
 
 
@@ -542,11 +561,13 @@ def create_backup(
     *,
     keep: int | None = 3,
     all_profiles: bool = False,
+    compress: bool = False,
 ) -> BackupResult:
     """Archive the profile home (or the root with every profile) into a zip with a manifest.
 
     keep: how many archives of this home (the new one included) to keep in the output folder;
     0 or None keeps them all. Nothing is rotated away when the backup is incomplete.
+    compress: deflate every member (fastest level) instead of storing it.
     """
     started = time.monotonic()
     home = Path(home).expanduser().absolute()
@@ -591,7 +612,7 @@ def create_backup(
                     # archived (both mostly wait on SQLite, zlib and I/O, which release the GIL).
                     checking = checker.submit(_describe_snapshot, snap)
                     try:
-                        size, digest = _add_file(zf, snap, name, mode, hasher)
+                        size, digest = _add_file(zf, snap, name, mode, hasher, compress)
                     finally:
                         described = checking.result()
                     result.databases[name] = described
@@ -606,7 +627,7 @@ def create_backup(
                     kind = "file"
                     try:
                         mode = os.stat(source).st_mode
-                        size, digest = _add_file(zf, source, name, mode, hasher)
+                        size, digest = _add_file(zf, source, name, mode, hasher, compress)
                     except OSError as exc:
                         result.warnings.append(f"{name}: could not be read ({exc.strerror})")
                         result.skipped.append(name)

@@ -245,6 +245,36 @@ def test_verify_detects_a_tampered_member(hermes_home: Path, tmp_path: Path) -> 
     assert not result.ok and any("config.yaml" in p for p in result.problems)
 
 
+def test_compressed_backup_is_deflated_smaller_verified_and_restorable(
+    hermes_home: Path, tmp_path: Path
+) -> None:
+    make_store(hermes_home, n_sessions=20, n_messages=50)
+    (hermes_home / "config.yaml").write_text("model: x\n" * 100)
+    stored = create_backup(hermes_home, tmp_path / "stored.zip")
+    packed = create_backup(hermes_home, tmp_path / "packed.zip", compress=True)
+    with zipfile.ZipFile(packed.archive) as zf:
+        kinds = {i.filename: i.compress_type for i in zf.infolist() if i.filename != MANIFEST}
+    assert kinds == {"state.db": zipfile.ZIP_DEFLATED, "config.yaml": zipfile.ZIP_DEFLATED}
+    assert packed.archive_bytes < stored.archive_bytes / 2
+    assert [m.sha256 for m in packed.members] == [m.sha256 for m in stored.members]
+    assert verify_backup(packed.archive).ok
+    target = tmp_path / "restored"
+    restore_backup(packed.archive, target)
+    assert rows(target / "state.db", "SELECT count(*) FROM messages") == [(1000,)]
+
+
+def test_compress_refuses_an_archive_that_restore_would_take_for_a_zip_bomb(
+    hermes_home: Path, tmp_path: Path
+) -> None:
+    make_store(hermes_home)
+    (hermes_home / "zeros.bin").write_bytes(bytes(4 << 20))  # deflates about 1,000 times
+    out = tmp_path / "archives"
+    out.mkdir()
+    with pytest.raises(BackupError, match="deflates more than 200 times"):
+        create_backup(hermes_home, out / "bomb.zip", compress=True)
+    assert list(out.iterdir()) == []  # no archive, no partial file, no work directory
+
+
 # --- restore -------------------------------------------------------------------------------
 
 
