@@ -216,6 +216,7 @@ class _Walk:
     exhausted: bool  # every candidate was examined
     stopped: bool = False  # the budget stopped it first
     reached: int | None = None  # stopped: ids beyond this one (in walk order) were all examined
+    ranks: dict[int, float] = field(default_factory=dict)  # BM25 of the first source's ids
 
 
 # --- filters and indexes --------------------------------------------------------------------
@@ -559,15 +560,19 @@ class _Budget:
         return self.spent and isinstance(exc, sqlite3.OperationalError)
 
 
-def _source_select(source: _Source, filters: _Filters) -> tuple[str, str, tuple[Any, ...]]:
-    """Return a source's filtered matches as (SELECT m.id ... WHERE ..., its id column, params)."""
+def _source_select(
+    source: _Source, filters: _Filters, with_rank: bool = False
+) -> tuple[str, str, tuple[Any, ...]]:
+    """Return a source's filtered matches as (SELECT m.id ... WHERE ..., its id column, params);
+    ``with_rank`` selects the index's BM25 rank as a second column."""
     if source.table is None:
         key = "m.id"
         head = "SELECT m.id FROM messages m"
     else:
         key = f"{source.table}.rowid"
+        rank = f", {source.table}.rank" if with_rank else ""
         # CROSS JOIN keeps the index as the outer loop: candidates are walked in rowid order.
-        head = f"SELECT m.id FROM {source.table} CROSS JOIN messages m ON m.id = {key}"
+        head = f"SELECT m.id{rank} FROM {source.table} CROSS JOIN messages m ON m.id = {key}"
     where = [source.match[0], source.check[0], filters.sql]
     if source.window is not None:
         lo, hi = source.window
@@ -577,10 +582,14 @@ def _source_select(source: _Source, filters: _Filters) -> tuple[str, str, tuple[
 
 
 def _source_sql(
-    source: _Source, filters: _Filters, window: tuple[int, int], newest: bool
+    source: _Source,
+    filters: _Filters,
+    window: tuple[int, int],
+    newest: bool,
+    with_rank: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
     """Return the statement finding a source's matches in the id window (low, high], in order."""
-    select, key, params = _source_select(source, filters)
+    select, key, params = _source_select(source, filters, with_rank)
     low, high = window
     return (
         f"{select} AND {key} > {int(low)} AND {key} <= {int(high)} "
@@ -602,9 +611,13 @@ def _walk_window(
     newest: bool,
     need: int,
     budget: _Budget,
+    ranks: dict[int, float] | None = None,
 ) -> tuple[list[tuple[int, int]], int | None]:
     """Run every source over one id window; return (id, source) pairs and, when the budget cut
-    the window short, the id beyond which (in walk order) every candidate was examined."""
+    the window short, the id beyond which (in walk order) every candidate was examined.
+
+    Given ``ranks``, the first source's BM25 rank of each id it returns is put there (when that
+    source can be ranked): the ranking needs no statement of its own."""
     got: dict[int, int] = {}
     # How far each source got: the window's far end once it ran to the end.
     reached: list[int] = []
@@ -616,11 +629,15 @@ def _walk_window(
         if source.window is not None and not _overlap(source.window, window):
             reached.append(window[0] if newest else window[1])
             continue
-        sql, params = _source_sql(source, filters, window, newest)
+        with_rank = ranks is not None and i == 0 and source.rankable and source.table is not None
+        sql, params = _source_sql(source, filters, window, newest, with_rank)
         last = None
         try:
-            for (row_id,) in conn.execute(sql, (*params, need)):
+            for row in conn.execute(sql, (*params, need)):
+                row_id = row[0]
                 got.setdefault(row_id, i)
+                if with_rank and ranks is not None:
+                    ranks[row_id] = row[1]
                 last = row_id
         except sqlite3.OperationalError as exc:
             if not budget.interrupted(exc):
@@ -646,8 +663,10 @@ def _walk(
     newest: bool,
     need: int,
     budget: _Budget,
+    with_rank: bool = False,
 ) -> _Walk:
-    """Walk the route's sources window by window until need hits, the end, or the budget."""
+    """Walk the route's sources window by window until need hits, the end, or the budget
+    (``with_rank``: keeping the first source's BM25 rank of each of its ids)."""
     walk = _Walk([], {}, exhausted=False)
     low, high = idx.min_id - 1, idx.max_id
     prefix = any(s.prefix for s in route.sources)
@@ -663,7 +682,14 @@ def _walk(
             walk.exhausted = True
             break
         pairs, edge = _walk_window(
-            conn, route.sources, filters, window, newest, need - len(walk.ids), budget
+            conn,
+            route.sources,
+            filters,
+            window,
+            newest,
+            need - len(walk.ids),
+            budget,
+            walk.ranks if with_rank else None,
         )
         for row_id, source in pairs:
             walk.ids.append(row_id)
@@ -737,12 +763,23 @@ def _ranked(
         extra = [i for i in walk.ids if i not in set(ranked)]
         return _Found((ranked + extra)[:need], "rank", route, walk, set(ranked))
     walk = _walk(
-        conn, route, filters, idx, newest=True, need=max(need, RANK_CANDIDATES), budget=budget
+        conn,
+        route,
+        filters,
+        idx,
+        newest=True,
+        need=max(need, RANK_CANDIDATES),
+        budget=budget,
+        with_rank=True,
     )
     from_index = [i for i in walk.ids if walk.by_source[i] == 0]
     scanned = [i for i in walk.ids if walk.by_source[i] != 0]
     best: list[int] = []
-    if from_index:
+    if from_index and all(i in walk.ranks for i in from_index):
+        # The walk read every one of them with its rank: the same order as _rank's
+        # ORDER BY rank, id DESC over the span they fill, without a second lookup.
+        best = sorted(from_index, key=lambda i: (walk.ranks[i], -i))[:need]
+    elif from_index:
         # Ranking scores the candidates the walk already examined: bounded by what it spent.
         with budget.suspended_for():
             best = _rank(conn, index, filters, need, (min(from_index), max(from_index)))
