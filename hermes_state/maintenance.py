@@ -591,13 +591,12 @@ def reclaim_after_delete(
     if store.verified_at is None:
         require_intact(store)  # else this handle checked the file before its own deletes
     db_before, wal_before = _sizes(store.path)
-    page_size = _page_counts(store)[0]
     small = db_before <= REWRITE_ALWAYS_MAX_BYTES
     left = int(store.conn.execute("SELECT count(*) FROM messages").fetchone()[0])
     share = deleted_messages / max(deleted_messages + left, 1)
     if compact or small or share >= REWRITE_AFTER_DELETE_SHARE:
         result = optimize(store, vacuum=True, force=force)
-        return dataclasses.replace(result, free_bytes=_page_counts(store)[2] * page_size)
+        return dataclasses.replace(result, free_bytes=_free_bytes(store))
     # The deletes' tombstones are merged in steps in proportion to them.
     steps = min(MAX_MERGE_STEPS_AFTER_DELETE, 1 + deleted_messages // MESSAGES_PER_MERGE_STEP)
     for _step in range(steps):
@@ -606,7 +605,7 @@ def reclaim_after_delete(
     with store.lock:
         store.checkpoint_passive()
     db_after, wal_after = _sizes(store.path)
-    free_bytes = _page_counts(store)[2] * page_size
+    free_bytes = _free_bytes(store)
     return OptimizeResult(
         db_bytes_before=db_before,
         wal_bytes_before=wal_before,
@@ -625,20 +624,16 @@ def reclaim_after_delete(
     )
 
 
-def _page_counts(store: Store) -> tuple[int, int, int]:
-    """Return the store's page size, page count and free page count."""
+def _free_bytes(store: Store) -> int:
+    """Return the bytes of free pages inside the database file."""
     conn = store.conn
-    return (
-        int(conn.execute("PRAGMA page_size").fetchone()[0]),
-        int(conn.execute("PRAGMA page_count").fetchone()[0]),
-        int(conn.execute("PRAGMA freelist_count").fetchone()[0]),
-    )
+    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    return int(conn.execute("PRAGMA freelist_count").fetchone()[0]) * page_size
 
 
 def _vacuum_skipped(store: Store, others: Sequence[str], size: int) -> str:
     """Say why VACUUM did not run beside other processes, and what the free space does."""
-    page_size = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
-    free = int(store.conn.execute("PRAGMA freelist_count").fetchone()[0]) * page_size
+    free = _free_bytes(store)
     return (
         f"VACUUM skipped: {', '.join(others)} has the store open, and VACUUM would hold the "
         f"write lock for the whole rewrite of {_mib(size)} (its writes would wait). The "

@@ -55,11 +55,6 @@ CREATE_COLUMNS = frozenset(
 INHERITED_FROM_PARENT = ("cwd", "git_branch", "git_repo_root")
 
 
-def _profile_of_store(store: Store) -> str | None:
-    """Name of the profile a store file belongs to, judged from its path (None if unknown)."""
-    return named_profile_of(store.path.parent)
-
-
 def _encode_json(value: Any) -> Any:
     if value is None or isinstance(value, str):
         return value
@@ -81,7 +76,7 @@ def create_session(
     if not session_id or not isinstance(session_id, str):
         raise ValueError("session_id must be a non-empty string")
     values = {k: scrub_surrogates(_encode_json(v)) for k, v in columns.items() if v is not None}
-    values.setdefault("profile_name", _profile_of_store(store))
+    values.setdefault("profile_name", named_profile_of(store.path.parent))
     values = {k: v for k, v in values.items() if v is not None}
     now = time.time() if started_at is None else float(started_at)
 
