@@ -64,3 +64,26 @@ def test_restore_of_a_non_archive_fails_cleanly(sample: Path, tmp_path: Path) ->
     result = run("restore", str(bogus), "--yes")
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: ") and "Traceback" not in result.output
+
+
+def test_backup_compress_writes_a_smaller_deflated_archive(sample: Path, hermes_home: Path) -> None:
+    assert run("backup", "--keep", "0").exit_code == 0
+    result = run("backup", "--compress", "--keep", "0")
+    assert result.exit_code == 0, result.stderr
+    kinds = {}
+    for archive in _archives(hermes_home):  # two names made in one second: order not by time
+        with zipfile.ZipFile(archive) as zf:
+            kinds[zf.getinfo("state.db").compress_type] = archive.stat().st_size
+    assert sorted(kinds) == [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED]
+    assert kinds[zipfile.ZIP_DEFLATED] < kinds[zipfile.ZIP_STORED]
+
+
+def test_backup_compress_refuses_a_member_restore_would_refuse(
+    sample: Path, hermes_home: Path
+) -> None:
+    (hermes_home / "zeros.bin").write_bytes(bytes(4 << 20))
+    result = run("backup", "--compress")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: zeros.bin deflates more than 200 times")
+    assert "without --compress" in result.stderr and "Traceback" not in result.stderr
+    assert _archives(hermes_home) == []

@@ -389,6 +389,20 @@ def test_prune_aborts_on_eof(sample: Path) -> None:
     assert run_json("sessions", "list")["total"] == 12
 
 
+def test_prune_compact_with_dry_run_writes_nothing(sample: Path) -> None:
+    before = sample.read_bytes()
+    result = run("sessions", "prune", "--older-than", "2026-11-25", "--compact", "--dry-run")
+    assert result.exit_code == 0 and "Dry run: nothing deleted." in result.stdout
+    assert sample.read_bytes() == before
+
+
+def test_prune_compact_takes_no_value(sample: Path) -> None:
+    before = sample.read_bytes()
+    result = run("sessions", "prune", "--compact=yes", "--yes")
+    assert result.exit_code == 2 and "--compact" in result.stderr
+    assert "Traceback" not in result.stderr and sample.read_bytes() == before
+
+
 def test_prune_bad_duration_exits_2_naming_the_flag(sample: Path) -> None:
     result = run("sessions", "prune", "--older-than", "90x")
     assert result.exit_code == 2
