@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from hermes_state import cjk, fts
+from hermes_state import cjk, fts, schema
 from hermes_state.content import content_text
 from hermes_state.errors import SortUnavailableError, is_corruption_error, is_lock_error
 from hermes_state.query import (
@@ -63,6 +63,7 @@ from hermes_state.query import (
     tame_prefixes,
     term_like,
 )
+from hermes_state.sql import marks
 from hermes_state.text import scrub_surrogates
 
 if TYPE_CHECKING:
@@ -266,13 +267,13 @@ def _filters(
         _as_list(role_filter),
     )
     if sources:
-        conds.append(_in_sessions(f"source IN ({','.join('?' * len(sources))})", True))
+        conds.append(_in_sessions(f"source IN ({marks(len(sources))})", True))
         params += sources
     if excluded:
-        conds.append(_in_sessions(f"source IN ({','.join('?' * len(excluded))})", False))
+        conds.append(_in_sessions(f"source IN ({marks(len(excluded))})", False))
         params += excluded
     if roles:
-        conds.append(f"m.role IN ({','.join('?' * len(roles))})")
+        conds.append(f"m.role IN ({marks(len(roles))})")
         params += roles
     if after is not None:
         conds.append("m.timestamp >= ?")
@@ -311,11 +312,11 @@ def _indexes_of(store: Store) -> _Indexes:
     (data_version), by this one (total_changes) or to the schema makes the report stale.
     """
     conn = store.conn
-    key = (
-        conn.execute("PRAGMA data_version").fetchone()[0],
-        conn.execute("PRAGMA schema_version").fetchone()[0],
-        conn.total_changes,
-    )
+    versions = conn.execute(
+        "SELECT (SELECT data_version FROM pragma_data_version), "
+        "(SELECT schema_version FROM pragma_schema_version)"
+    ).fetchone()
+    key = (versions[0], versions[1], conn.total_changes)
     kept = store.memo.get(_INDEXES_MEMO)
     if kept is not None and kept[0] == key:
         return cast("_Indexes", kept[1])
@@ -485,18 +486,22 @@ def _indexed_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route | N
     return None
 
 
-def _routes(query: Query, idx: _Indexes, filters: _Filters) -> list[_Route]:
-    """Return the routes to try, in order: the next one serves when one finds nothing."""
-    scan = _Route("scan", [_scan(query)])
+def _routes(query: Query, idx: _Indexes, filters: _Filters) -> Iterator[_Route]:
+    """Yield the routes to try, in order: the next one serves when one finds nothing (each is
+    built only when it is reached: most searches end at the first)."""
     if idx.stale or not idx.word:
-        return [scan]
+        yield _Route("scan", [_scan(query)])
+        return
     if query.has_cjk:
         route = _indexed_route(query, idx, filters)
-        return [route] if route is not None else [scan]
-    routes = [_word_route(query, idx)] if query.fts() else []
+        yield route if route is not None else _Route("scan", [_scan(query)])
+        return
+    if query.fts():
+        yield _word_route(query, idx)
     if idx.trigram and _trigram_ready(query):
-        return [*routes, _trigram_route(query, idx, filters)]
-    return [*routes, scan]
+        yield _trigram_route(query, idx, filters)
+    else:
+        yield _Route("scan", [_scan(query)])
 
 
 # --- the walk -------------------------------------------------------------------------------
@@ -632,8 +637,10 @@ def _walk_window(
         with_rank = ranks is not None and i == 0 and source.rankable and source.table is not None
         sql, params = _source_sql(source, filters, window, newest, with_rank)
         last = None
+        cursor = conn.cursor()
+        cursor.row_factory = None  # plain tuples: the walk reads thousands of rows by position
         try:
-            for row in conn.execute(sql, (*params, need)):
+            for row in cursor.execute(sql, (*params, need)):
                 row_id = row[0]
                 got.setdefault(row_id, i)
                 if with_rank and ranks is not None:
@@ -886,44 +893,69 @@ def _text_snippet(text: str, pattern: re.Pattern[str] | None) -> str:
     return ("..." if start > 0 else "") + window + ("..." if end < len(text) else "")
 
 
-def _fts_snippets(
-    conn: sqlite3.Connection, table: str, match: str, ids: list[int]
-) -> dict[int, str]:
-    """Return FTS5 snippets for the given rows, in one statement."""
-    if not ids:
-        return {}
-    # The rowid range is served by FTS5 itself; "+rowid IN" is then checked per row, which
-    # costs far less than "rowid IN", where FTS5 restarts the whole query for every id.
-    rows = conn.execute(
-        f"SELECT rowid, snippet({table}, -1, '>>>', '<<<', '...', {SNIPPET_TOKENS}) "
-        f"FROM {table} WHERE {table} MATCH ? AND rowid BETWEEN ? AND ? "
-        f"AND +rowid IN ({','.join('?' * len(ids))})",
-        (match, min(ids), max(ids), *ids),
+def _hit_sql(
+    store: Store, filters: _Filters, count: int, snippet_table: str | None, with_context: bool
+) -> str:
+    """Return the one statement loading count hits with their session, snippet and context.
+
+    With snippet_table, the hits are read through that FTS table (its MATCH, a rowid range and
+    the ids as parameters), so snippet() serves each one; otherwise by id from messages, with
+    the content and tool calls a snippet is then cut from. Each hit's context (the visible
+    message before and after it in its session) is joined in, not looked up apart.
+    """
+    wanted = ("id", "session_id", "role", "timestamp", "tool_name")
+    cols = schema.projection(store.columns("messages"), wanted, "m")
+    if snippet_table is not None:
+        text = f"snippet({snippet_table}, -1, '>>>', '<<<', '...', {SNIPPET_TOKENS}), NULL, NULL"
+        source = f"{snippet_table} CROSS JOIN messages m ON m.id = {snippet_table}.rowid"
+        # The rowid range is served by FTS5 itself; "+rowid IN" is then checked per row, which
+        # costs far less than "rowid IN", where FTS5 restarts the whole query for every id.
+        where = (
+            f"{snippet_table} MATCH ? AND {snippet_table}.rowid BETWEEN ? AND ? "
+            f"AND +{snippet_table}.rowid IN ({marks(count)})"
+        )
+    else:
+        text = "NULL, " + schema.projection(
+            store.columns("messages"), ("content", "tool_calls"), "m"
+        )
+        source = "messages m"
+        where = f"m.id IN ({marks(count)})"
+    context = "NULL, NULL, NULL, NULL, NULL, NULL"
+    joins = ""
+    if with_context:
+        cut = CONTEXT_CHARS * 4
+        context = (
+            f"b.id, b.role, substr(b.content, 1, {cut}), a.id, a.role, substr(a.content, 1, {cut})"
+        )
+        neighbour = (
+            "(SELECT p.id FROM messages p WHERE p.session_id = m.session_id AND p.id {op} m.id "
+            f"AND {filters.visible} ORDER BY p.id {{order}} LIMIT 1)"
+        )
+        joins = (
+            f" LEFT JOIN messages b ON b.id = {neighbour.format(op='<', order='DESC')}"
+            f" LEFT JOIN messages a ON a.id = {neighbour.format(op='>', order='ASC')}"
+        )
+    return (
+        f"SELECT {cols}, s.source, s.model, s.started_at, {text}, {context} FROM {source} "
+        f"LEFT JOIN sessions s ON s.id = m.session_id{joins} WHERE {where}"
     )
-    return {r[0]: r[1] for r in rows}
 
 
-def _contexts(
-    conn: sqlite3.Connection, neighbours: dict[int, tuple[int | None, int | None]]
-) -> dict[int, list[dict[str, Any]]]:
-    """Return each hit's context: the visible message before and after it ({id, role, content})."""
-    wanted = sorted({i for pair in neighbours.values() for i in pair if i is not None})
-    rows: dict[int, dict[str, Any]] = {}
-    if wanted:
-        for row_id, role, content in conn.execute(
-            f"SELECT id, role, substr(content, 1, {CONTEXT_CHARS * 4}) FROM messages "
-            f"WHERE id IN ({','.join('?' * len(wanted))})",
-            wanted,
-        ):
-            rows[row_id] = {
-                "id": row_id,
-                "role": role,
-                "content": content_text(content, sep=" ")[:CONTEXT_CHARS],
-            }
-    return {
-        hit: [rows[i] for i in pair if i is not None and i in rows]
-        for hit, pair in neighbours.items()
-    }
+def _context_of(row: Sequence[Any]) -> list[dict[str, Any]]:
+    """Return a hit row's context: its before and after messages ({id, role, content})."""
+    return [
+        {
+            "id": row[at],
+            "role": row[at + 1],
+            "content": content_text(row[at + 2], sep=" ")[:CONTEXT_CHARS],
+        }
+        for at in (_BEFORE, _AFTER)
+        if row[at] is not None
+    ]
+
+
+# Column positions in _hit_sql's rows.
+_SNIPPET, _CONTENT, _TOOL_CALLS, _BEFORE, _AFTER = 8, 9, 10, 11, 14
 
 
 def _hits(
@@ -935,62 +967,48 @@ def _hits(
     *,
     with_context: bool = True,
 ) -> list[dict[str, Any]]:
-    """Load the hit rows, their sessions, snippets and context (a few statements in all)."""
+    """Load the hit rows with their sessions, snippets and context (one statement per kind:
+    hits an FTS table's snippet() serves, and the others)."""
     if not ids:
         return []
-    conn = store.conn
-    from hermes_state import schema
-
-    cols = schema.projection(
-        store.columns("messages"),
-        ("id", "session_id", "role", "timestamp", "tool_name", "content", "tool_calls"),
-        "m",
-    )
-    neighbour = (
-        "(SELECT p.id FROM messages p WHERE p.session_id = m.session_id AND p.id {op} m.id "
-        f"AND {filters.visible} ORDER BY p.id {{order}} LIMIT 1)"
-    )
-    before = neighbour.format(op="<", order="DESC") if with_context else "NULL"
-    after = neighbour.format(op=">", order="ASC") if with_context else "NULL"
-    rows = {
-        r["id"]: r
-        for r in conn.execute(
-            f"SELECT {cols}, s.source, s.model, s.started_at, {before} AS before_id, "
-            f"{after} AS after_id FROM messages m LEFT JOIN sessions s ON s.id = m.session_id "
-            f"WHERE m.id IN ({','.join('?' * len(ids))})",
-            ids,
-        )
-    }
-    snippets: dict[int, str] = {}
+    cursor = store.conn.cursor()
+    cursor.row_factory = None  # plain tuples: read by position below
     route = found.route
+    indexed: list[int] = []
     if route.snippet_table:
-        indexed = [i for i in ids if i in found.from_index and i in rows]
-        snippets = _fts_snippets(conn, route.snippet_table, route.snippet_match, indexed)
-    contexts = _contexts(conn, {i: (r["before_id"], r["after_id"]) for i, r in rows.items()})
-    pattern = _needles(query)
+        indexed = [i for i in ids if i in found.from_index]
+    rows: dict[int, tuple[Any, ...]] = {}
+    if indexed:
+        sql = _hit_sql(store, filters, len(indexed), route.snippet_table, with_context)
+        params = (route.snippet_match, min(indexed), max(indexed), *indexed)
+        rows.update((r[0], r) for r in cursor.execute(sql, params))
+    rest = [i for i in ids if i not in rows]
+    if rest:
+        sql = _hit_sql(store, filters, len(rest), None, with_context)
+        rows.update((r[0], r) for r in cursor.execute(sql, rest))
+    pattern: re.Pattern[str] | None = None
     hits = []
     for row_id in ids:
         row = rows.get(row_id)
         if row is None:
             continue
-        snippet = snippets.get(row_id)
+        snippet = row[_SNIPPET]
         if snippet is None:
-            text = (
-                content_text(row["content"], sep=" ") or row["tool_calls"] or row["tool_name"] or ""
-            )
+            text = content_text(row[_CONTENT], sep=" ") or row[_TOOL_CALLS] or row[4] or ""
+            pattern = pattern or _needles(query)
             snippet = _text_snippet(str(text), pattern)
         hits.append(
             {
-                "id": row["id"],
-                "session_id": row["session_id"],
-                "role": row["role"],
+                "id": row_id,
+                "session_id": row[1],
+                "role": row[2],
                 "snippet": snippet,
-                "timestamp": row["timestamp"],
-                "tool_name": row["tool_name"],
-                "source": row["source"],
-                "model": row["model"],
-                "session_started": row["started_at"],
-                "context": contexts.get(row_id, []),
+                "timestamp": row[3],
+                "tool_name": row[4],
+                "source": row[5],
+                "model": row[6],
+                "session_started": row[7],
+                "context": _context_of(row) if with_context else [],
             }
         )
     return hits

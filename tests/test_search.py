@@ -97,6 +97,53 @@ def test_context_is_previous_and_next_message_cut_to_200_chars(store: Store) -> 
     ]
 
 
+@pytest.mark.parametrize("query", ["answer", "nswe"], ids=["word", "substring"])
+def test_context_skips_rewound_and_hidden_neighbours(store: Store, query: str) -> None:
+    shown_before = add(store, "visible before")
+    rewound = add(store, "rewound before")
+    mid = add(store, "the answer is here", role="assistant")
+    add(store, "hidden after", display_kind="hidden")
+    shown_after = add(store, "visible after")
+    store.conn.execute("UPDATE messages SET active = 0, compacted = 0 WHERE id = ?", (rewound,))
+    result = search_messages(store, query)
+    assert result.route == ("word" if query == "answer" else "trigram")
+    (hit,) = result
+    assert hit["id"] == mid and ">>>" in hit["snippet"]
+    assert [c["id"] for c in hit["context"]] == [shown_before, shown_after]
+    # Rewound context is shown again when inactive rows are asked for; hidden never.
+    (hit,) = search_messages(store, query, include_inactive=True)
+    assert [c["id"] for c in hit["context"]] == [rewound, shown_after]
+
+
+def test_hit_the_word_index_lost_still_gets_a_snippet(store: Store) -> None:
+    kept = add(store, "alpha lost word")
+    gone = add(store, "beta lost word")
+    # Drop one row's entry from the index behind the triggers' back: a walk over a copy of the
+    # index taken earlier can still offer the id, and its snippet must come from the text.
+    row = store.conn.execute("SELECT content FROM messages WHERE id = ?", (gone,)).fetchone()
+    store.conn.execute(
+        "INSERT INTO messages_fts(messages_fts, rowid, content) VALUES('delete', ?, ?)",
+        (gone, row[0]),
+    )
+    found = search.search_messages(store, "lost")
+    assert ids(found) == [kept]
+    page = search._hits(
+        store,
+        search._Found(
+            [gone, kept],
+            "newest",
+            search._Route("word", [], "messages_fts", "lost"),
+            search._Walk([gone, kept], {gone: 0, kept: 0}, exhausted=True),
+            {gone, kept},
+        ),
+        search.tame_prefixes(search.parse_query("lost")),
+        search._filters(store, None, None, None, False),
+        [gone, kept],
+    )
+    assert [h["id"] for h in page] == [gone, kept]
+    assert [">>>lost<<<" in h["snippet"] for h in page] == [True, True]
+
+
 def test_empty_or_unsearchable_query_returns_nothing(store: Store) -> None:
     add(store, "anything")
     assert search_messages(store, "") == []
