@@ -16,6 +16,10 @@ apart) and what it returned, so the caller can compare answers. Operations:
   chunks the release accepts (its per-call limits); sessions over its per-session limits are
   left out and counted.
 - ``prune CUTOFF``: ``prune_sessions(last_active_before=CUTOFF)`` then ``vacuum()``.
+- ``serve``: open the store read-only once, then answer one JSON line per request line on
+  stdin (``["search", QUERY, N]`` or ``["list", N]``: N timed calls, after one warm-up on the
+  first request) until stdin closes. The caller can then alternate a few calls of its own with
+  a few of the release's, so that the machine's slow spells fall on both alike.
 
 This file runs under the release's interpreter: it must never import from this repository.
 """
@@ -236,6 +240,35 @@ def op_prune(path: str, cutoff: str) -> dict[str, Any]:
     }
 
 
+def op_serve(path: str) -> dict[str, Any]:
+    """Answer timing requests on one read-only handle until stdin closes."""
+    db, opened = _open(path, read_only=True)
+    calls = {
+        "search": lambda query: db.search_messages(query, limit=20),
+        "list": lambda: db.list_sessions_rich(limit=20),
+    }
+    warm: set[str] = set()
+    try:
+        for line in sys.stdin:
+            op, *args = json.loads(line)
+            n = int(args.pop())
+            answer: dict[str, Any] = {}
+            key = json.dumps([op, *args])
+            if key not in warm:  # the warm-up call also gives the answer to compare
+                answer["ids"] = [r.get("id") for r in calls[op](*args)]
+                warm.add(key)
+            answer["samples_s"] = samples = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                calls[op](*args)
+                samples.append(time.perf_counter() - t0)
+            sys.stdout.write(json.dumps(answer) + "\n")
+            sys.stdout.flush()
+    finally:
+        db.close()
+    return {"open_s": opened}
+
+
 OPS = {
     "open": op_open,
     "search": op_search,
@@ -245,6 +278,7 @@ OPS = {
     "export": op_export,
     "import": op_import,
     "prune": op_prune,
+    "serve": op_serve,
 }
 
 

@@ -373,20 +373,25 @@ def upstream_python() -> Path:
     return python
 
 
-def run_peer(ctx: Context, op: str, db: Path, *args: str) -> dict[str, Any]:
-    """Run one measurement in the upstream release's interpreter; return its JSON answer."""
-    assert ctx.peer is not None
-    home = db.parent
+def _peer_env(ctx: Context, db: Path) -> tuple[dict[str, str], Path]:
+    """Return the upstream release's environment (HERMES_HOME at db's home) and scratch cwd."""
     scratch = ctx.work / "peer-home"
     scratch.mkdir(parents=True, exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(scratch),  # the release must not touch the real ~/.hermes
-        "HERMES_HOME": str(home),
+        "HERMES_HOME": str(db.parent),
         "LANG": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+    return env, scratch
+
+
+def run_peer(ctx: Context, op: str, db: Path, *args: str) -> dict[str, Any]:
+    """Run one measurement in the upstream release's interpreter; return its JSON answer."""
+    assert ctx.peer is not None
+    env, scratch = _peer_env(ctx, db)
     proc = subprocess.run(
         [str(ctx.peer), str(PEER_SCRIPT), op, str(db), *args],
         env=env,
@@ -397,6 +402,49 @@ def run_peer(ctx: Context, op: str, db: Path, *args: str) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"upstream {op} exited {proc.returncode}: {proc.stderr[-600:]}")
     return cast(dict[str, Any], json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+PEER_ROUNDS = 50  # fast operations alternate a few calls of ours with a few of upstream's
+
+
+def alternate(
+    ctx: Context, ours: Callable[[], Any], op: str, *args: str
+) -> tuple[list[float], list[float], dict[str, Any]]:
+    """Time ours and upstream's op (its ``serve`` mode: one process, one open handle) in
+    PEER_ROUNDS alternating rounds of a few calls each, about ctx.repeat calls a side in all, so
+    that the machine's slow spells fall on both alike; return (our samples, upstream's samples,
+    upstream's answer)."""
+    assert ctx.peer is not None
+    db = ctx.peer_db()
+    env, scratch = _peer_env(ctx, db)
+    per = max(1, -(-ctx.repeat // PEER_ROUNDS))
+    mine: list[float] = []
+    theirs: list[float] = []
+    answer: dict[str, Any] = {}
+    with subprocess.Popen(
+        [str(ctx.peer), str(PEER_SCRIPT), "serve", str(db)],
+        env=env,
+        cwd=str(scratch),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as peer:
+        assert peer.stdin is not None and peer.stdout is not None
+        ours()  # warm-up (upstream's first request warms its side)
+        for _ in range(PEER_ROUNDS):
+            mine += timed(ours, per, warmup=0)
+            peer.stdin.write(json.dumps([op, *args, per]) + "\n")
+            peer.stdin.flush()
+            line = peer.stdout.readline()
+            if not line:
+                raise RuntimeError(f"upstream serve {op} stopped: {peer.communicate()[1][-600:]}")
+            reply = json.loads(line)
+            theirs += reply["samples_s"]
+            answer.setdefault("ids", reply.get("ids"))
+        peer.stdin.close()
+        peer.wait()
+    return mine, theirs, answer
 
 
 def peer_row(row: Row, peer_value: float, ours_value: float | None, *, rate: bool = False) -> None:
@@ -413,8 +461,16 @@ def peer_row(row: Row, peer_value: float, ours_value: float | None, *, rate: boo
 def op_list_library(ctx: Context) -> Row:
     """sessions.list_sessions (20 rows with preview and last_active) vs the minimal SQL."""
     sessions = need("hermes_state.sessions", "list_sessions", "make_preview")
+    up: dict[str, Any] = {}
+    theirs: list[float] = []
+    if ctx.peer is not None:
+        ctx.peer_db()  # copied before this process opens the store
     with read_store(ctx.db) as store:
-        ours = timed(lambda: sessions.list_sessions(store, limit=20), ctx.repeat)
+        call = lambda: sessions.list_sessions(store, limit=20)  # noqa: E731
+        if ctx.peer is None:
+            ours = timed(call, ctx.repeat)
+        else:
+            ours, theirs, up = alternate(ctx, call, "list")
         conn = store.conn
 
         def raw() -> list[tuple]:
@@ -429,8 +485,7 @@ def op_list_library(ctx: Context) -> Row:
     row = ms_row("sessions list (library)", ours, raw_s, Target("≤ 10 ms", lambda v: v <= 10))
     row.note = "same 20 rows" if got == want else "rows differ from raw SQL"
     if ctx.peer is not None:
-        up = run_peer(ctx, "list", ctx.peer_db(), str(ctx.repeat))
-        peer_row(row, up["median_s"] * 1000.0, row.ours)
+        peer_row(row, median_ms(theirs), row.ours)
         row.peer_note = (
             "list_sessions_rich(limit=20): same 20 sessions"
             if up["ids"] == got
@@ -473,9 +528,17 @@ def _search_row(
     full BM25 ranking of every match, a different answer reported apart)."""
     search = need("hermes_state.search", "search_messages")
     full: list[float] = []
+    up: dict[str, Any] = {}
+    theirs: list[float] = []
+    if ctx.peer is not None:
+        ctx.peer_db()  # copied before this process opens the store
     with read_store(ctx.db) as store:
         conn = store.conn
-        ours = timed(lambda: search.search_messages(store, query, limit=20), ctx.repeat)
+        call = lambda: search.search_messages(store, query, limit=20)  # noqa: E731
+        if ctx.peer is None:
+            ours = timed(call, ctx.repeat)
+        else:
+            ours, theirs, up = alternate(ctx, call, "search", query)
         raw = timed(lambda: conn.execute(raw_sql, raw_params).fetchall(), ctx.repeat)
         if full_sql is not None:
             full = timed(lambda: conn.execute(full_sql, (query,)).fetchall(), ctx.repeat)
@@ -508,8 +571,8 @@ def _search_row(
         row.details["full_rank_s"] = full
         row.note += f"; full BM25 of every match (another answer): {median_ms(full):.1f} ms"
     if ctx.peer is not None:
-        up = run_peer(ctx, "search", ctx.peer_db(), query, str(ctx.repeat))
-        peer_row(row, up["median_s"] * 1000.0, row.ours)
+        up["samples_s"] = theirs
+        peer_row(row, median_ms(theirs), row.ours)
         same_up = up["ids"] == ids
         row.details["upstream"] = up
         row.peer_note = (
