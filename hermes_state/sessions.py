@@ -581,39 +581,36 @@ def list_sessions(
     )
     where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
     if order == "active" and "last_activity_at" in live:
-        order_sql = "COALESCE(s.last_activity_at, s.started_at) DESC, s.id DESC"
+        order_sql = "COALESCE({a}.last_activity_at, {a}.started_at) DESC, {a}.id DESC"
     else:
-        order_sql = "s.started_at DESC, s.id DESC"
+        order_sql = "{a}.started_at DESC, {a}.id DESC"
+    hidden = (
+        " AND (display_kind IS NULL OR display_kind <> 'hidden')"
+        if "display_kind" in store.columns("messages")
+        else ""
+    )
+    # One statement: the page is chosen first (materialized), so the two lookups per row (an
+    # index seek each, never a scan of messages) run for the listed rows only.
     sql = (
-        f"SELECT {projection(live, LIST_COLUMNS, 's')} FROM sessions s"
+        f"WITH page AS MATERIALIZED (SELECT {projection(live, LIST_COLUMNS, 's')} FROM sessions s"
         + (f" WHERE {' AND '.join(where)}" if where else "")
-        + f" ORDER BY {order_sql} LIMIT ? OFFSET ?"
+        + f" ORDER BY {order_sql.format(a='s')} LIMIT ? OFFSET ?) "
+        "SELECT page.*, (SELECT content FROM messages WHERE session_id = page.id"
+        f" AND role = 'user' AND content IS NOT NULL{hidden} ORDER BY id LIMIT 1)"
+        " AS _first_user_text, (SELECT MAX(timestamp) FROM messages"
+        " WHERE session_id = page.id) AS _latest"
+        f" FROM page ORDER BY {order_sql.format(a='page')}"
     )
-    rows = [
-        values.clean_row(dict(r))
-        for r in store.conn.execute(sql, [*params, int(limit), int(offset)])
-    ]
-    msg_cols = store.columns("messages")
-    preview_sql = (
-        "SELECT content FROM messages WHERE session_id = ? AND role = 'user'"
-        " AND content IS NOT NULL"
-        + (
-            " AND (display_kind IS NULL OR display_kind <> 'hidden')"
-            if "display_kind" in msg_cols
-            else ""
-        )
-        + " ORDER BY id LIMIT 1"
-    )
-    for r in rows:
-        # Per listed row only (at most `limit`), each an index seek, never a scan of messages.
-        prow = store.conn.execute(preview_sql, (r["id"],)).fetchone()
-        r["preview"] = make_preview(content_text(prow[0], sep=" ") if prow else None)
-        trow = store.conn.execute(
-            "SELECT MAX(timestamp) FROM messages WHERE session_id = ?", (r["id"],)
-        ).fetchone()
-        latest = values.clean_value("timestamp", trow[0])
+    rows = []
+    for found in store.conn.execute(sql, [*params, int(limit), int(offset)]):
+        r = dict(found)
+        first, latest = r.pop("_first_user_text"), r.pop("_latest")
+        values.clean_row(r)
+        r["preview"] = make_preview(content_text(first, sep=" ") if first is not None else None)
+        latest = values.clean_value("timestamp", latest)
         candidates = [t for t in (latest, r.get("last_activity_at")) if t is not None]
         r["last_active"] = max(candidates) if candidates else r["started_at"]
+        rows.append(r)
     return rows
 
 

@@ -126,12 +126,21 @@ def clean_value(column: str, value: Any) -> Any:
 def clean_row(row: dict[str, Any]) -> dict[str, Any]:
     """Clean every value of a row in place (see clean_value) and return it."""
     for column, value in row.items():
-        if value is None:
+        kind = type(value)
+        if column not in TYPED_COLUMNS:
+            # The common case: text (or a number) where no type is expected; only bytes change.
+            if kind is bytes and column not in BLOB_COLUMNS:
+                row[column] = clean_value(column, value)
             continue
-        if isinstance(value, str) and column not in TYPED_COLUMNS:
-            continue  # the common case: text where text belongs
+        if value is None or kind is int:
+            continue  # SQLite's integers are right in every typed column
+        if kind is float and column in _NUMBER_COLUMNS and math.isfinite(value):
+            continue
         row[column] = clean_value(column, value)
     return row
+
+
+_NUMBER_COLUMNS = TIME_COLUMNS | REAL_COLUMNS
 
 
 # Text columns of messages that are shown or exported as text.
