@@ -923,10 +923,13 @@ def _hit_sql(
     context = "NULL, NULL, NULL, NULL, NULL, NULL"
     joins = ""
     if with_context:
-        cut = CONTEXT_CHARS * 4
-        context = (
-            f"b.id, b.role, substr(b.content, 1, {cut}), a.id, a.role, substr(a.content, 1, {cut})"
+        # Text is cut in SQL; structured content starts with a NUL, which ends SQLite's view of
+        # the text (substr gives ''), so it is read whole and flattened in Python.
+        cut = (
+            "CASE WHEN substr({a}.content, 1, 1) = '' THEN {a}.content "
+            f"ELSE substr({{a}}.content, 1, {CONTEXT_CHARS * 4}) END"
         )
+        context = f"b.id, b.role, {cut.format(a='b')}, a.id, a.role, {cut.format(a='a')}"
         neighbour = (
             "(SELECT p.id FROM messages p WHERE p.session_id = m.session_id AND p.id {op} m.id "
             f"AND {filters.visible} ORDER BY p.id {{order}} LIMIT 1)"
@@ -981,11 +984,11 @@ def _hits(
     if indexed:
         sql = _hit_sql(store, filters, len(indexed), route.snippet_table, with_context)
         params = (route.snippet_match, min(indexed), max(indexed), *indexed)
-        rows.update((r[0], r) for r in cursor.execute(sql, params))
+        rows.update((r[0], r) for r in cursor.execute(sql, params).fetchall())
     rest = [i for i in ids if i not in rows]
     if rest:
         sql = _hit_sql(store, filters, len(rest), None, with_context)
-        rows.update((r[0], r) for r in cursor.execute(sql, rest))
+        rows.update((r[0], r) for r in cursor.execute(sql, rest).fetchall())
     pattern: re.Pattern[str] | None = None
     hits = []
     for row_id in ids:

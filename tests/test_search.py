@@ -115,6 +115,17 @@ def test_context_skips_rewound_and_hidden_neighbours(store: Store, query: str) -
     assert [c["id"] for c in hit["context"]] == [rewound, shown_after]
 
 
+def test_context_of_structured_content_is_its_text(store: Store) -> None:
+    # Structured content is stored behind a NUL marker: SQLite's substr() sees it as empty.
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 3000}}
+    before = add(store, [{"type": "text", "text": "look at this picture"}, image])
+    add(store, "the quetzal in the picture", role="assistant")
+    (hit,) = search_messages(store, "quetzal")
+    assert hit["context"] == [
+        {"id": before, "role": "user", "content": "look at this picture [image_url]"}
+    ]
+
+
 def test_hit_the_word_index_lost_still_gets_a_snippet(store: Store) -> None:
     kept = add(store, "alpha lost word")
     gone = add(store, "beta lost word")
