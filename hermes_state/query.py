@@ -197,10 +197,18 @@ def term_like(term: Term) -> tuple[str, tuple[Any, ...]]:
     """SQL that is true when a message contains the term's text (content, tool name or calls)."""
     pat = like_pattern(term.text)
     sql = (
-        "((m.content LIKE ? ESCAPE '\\') OR (m.tool_name LIKE ? ESCAPE '\\') "
-        "OR (m.tool_calls LIKE ? ESCAPE '\\')) IS 1"
+        f"((m.content LIKE ? ESCAPE '\\') OR {_STRUCTURED_LIKE} "
+        "OR (m.tool_name LIKE ? ESCAPE '\\') OR (m.tool_calls LIKE ? ESCAPE '\\')) IS 1"
     )
-    return (f"NOT {sql}" if term.negated else sql), (pat, pat, pat)
+    return (f"NOT {sql}" if term.negated else sql), (pat, pat, pat, pat)
+
+
+# Structured content is stored behind a NUL marker (content.STRUCTURED_SENTINEL), and LIKE
+# stops reading text at a NUL: such content ("< ' '", a cheap comparison) is matched without
+# its first byte. It costs a full scan 5-10 % more than LIKE alone.
+_STRUCTURED_LIKE = (
+    "(m.content < ' ' AND CAST(substr(CAST(m.content AS BLOB), 2) AS TEXT) LIKE ? ESCAPE '\\')"
+)
 
 
 def _group_like(terms: Sequence[Term]) -> tuple[str, tuple[Any, ...]] | None:

@@ -126,6 +126,31 @@ def test_context_of_structured_content_is_its_text(store: Store) -> None:
     ]
 
 
+def test_substring_takes_wildcard_characters_and_quotes_literally(store: Store) -> None:
+    kept = add(store, 'set my_var to "hi there" now')
+    add(store, "set myXvar to hi  there now")
+    for query in ("y_va", '"i there"'):
+        result = search_messages(store, query)
+        assert (result.route, ids(result)) == ("trigram", [kept]), query
+
+
+def test_substring_folds_case_beyond_ascii(store: Store) -> None:
+    kept = add(store, "an ÉCOLE nearby")
+    result = search_messages(store, "écol")
+    assert (result.route, ids(result)) == ("trigram", [kept])
+
+
+def test_scan_finds_words_inside_structured_content(store: Store) -> None:
+    # LIKE stops at the NUL that marks structured content; the scan reads past it.
+    image = {"type": "image_url", "image_url": {"url": "data:,x"}}
+    kept = add(store, [{"type": "text", "text": "an ox in the field"}, image])
+    add(store, "nothing here")
+    result = search_messages(store, "ie")  # in "field": no word, too short for trigrams
+    assert (result.route, ids(result)) == ("scan", [kept])
+    assert ">>>ie<<<" in result[0]["snippet"]
+    assert ids(search_messages(store, "ie NOT ox")) == []
+
+
 def test_hit_the_word_index_lost_still_gets_a_snippet(store: Store) -> None:
     kept = add(store, "alpha lost word")
     gone = add(store, "beta lost word")
