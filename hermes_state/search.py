@@ -1097,8 +1097,7 @@ def search_messages(
         pinned=pinned,
     )
     need = offset + limit
-    with store.lock:
-        conn = store.conn
+    with store.snapshot() as conn:
         idx = _indexes_of(store)
         with _Budget(conn, None if complete else SEARCH_BUDGET_STEPS) as budget:
             found = _find(
@@ -1194,8 +1193,7 @@ def count_matches(
         pinned=pinned,
     )
     cap = max(1, int(cap))
-    with store.lock:
-        conn = store.conn
+    with store.snapshot() as conn:
         idx = _indexes_of(store)
         with _Budget(conn, None, seconds=budget_s, should_stop=should_stop) as budget:
             try:

@@ -511,3 +511,31 @@ def test_creating_a_store_leaves_no_file_but_the_store_and_its_journal(db_path: 
     left = {p.name for p in db_path.parent.iterdir()}
     assert "state.db" in left
     assert left <= {"state.db", "state.db-wal", "state.db-shm", "state.db-journal"}, left
+
+
+# --- read snapshots --------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("wal_config")
+def test_snapshot_reads_one_committed_state_and_ends_with_the_block(populated: Path) -> None:
+    def count(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+
+    with open_store(populated, read_only=True) as reader, SessionDB(populated) as writer:
+        with reader.snapshot() as conn:
+            assert count(conn) == 2
+            writer.append_message("s1", "user", "written meanwhile")  # a WAL writer goes on
+            assert count(conn) == 2  # the block still sees the state it started from
+            assert conn.in_transaction
+        assert not reader.conn.in_transaction
+        assert count(reader.conn) == 3
+
+
+def test_snapshot_inside_a_transaction_joins_it(populated: Path) -> None:
+    with open_store(populated) as store:
+        store.conn.execute("BEGIN")
+        with store.snapshot() as conn:
+            conn.execute("DELETE FROM messages WHERE role = 'assistant'")
+        assert store.conn.in_transaction  # not committed by the snapshot
+        store.conn.execute("ROLLBACK")
+        assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 2
