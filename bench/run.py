@@ -257,6 +257,9 @@ class Context:
         """Environment for child processes: the repo importable, HERMES_HOME at the store."""
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "NO_COLOR": "1", "COLUMNS": "120"}
         env["HERMES_HOME"] = str(home or self.home)
+        # Start-up is timed as an installed tool starts: from cached bytecode (the untimed
+        # warm-up run writes it), not compiling every module on each run.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         return env
 
 

@@ -1,6 +1,5 @@
 """`hermes db …`: where the store is, who holds it, integrity checks, space reclaim, migration."""
 
-from __future__ import annotations
 
 import typer
 

@@ -1,6 +1,5 @@
 """`hermes profile …`: list, show, use, create and delete profiles (`default` is the root)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any
 
