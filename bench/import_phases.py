@@ -121,7 +121,7 @@ def phases(src: Path, work: Path) -> dict[str, float]:
     def grams() -> None:
         docs = []
         for i, content, calls in conn.execute("SELECT id, content, tool_calls FROM messages"):
-            parts = [p for p in (content, calls) if isinstance(p, str) and cjk.CJK_RE.search(p)]
+            parts = [p for p in (content, calls) if isinstance(p, str) and cjk.has_cjk(p)]
             if parts:
                 docs.append((i, " ".join(cjk.cjk_grams(p) for p in parts)))
         conn.executemany(f"INSERT INTO {cjk.TABLE}(rowid, grams) VALUES (?, ?)", docs)

@@ -972,7 +972,7 @@ def _raw_import(db: Path, src: Path) -> float:
             for i, content, calls in conn.execute(
                 "SELECT id, content, tool_calls FROM messages WHERE id > ?", (start,)
             ):
-                parts = [p for p in (content, calls) if isinstance(p, str) and cjk.CJK_RE.search(p)]
+                parts = [p for p in (content, calls) if isinstance(p, str) and cjk.has_cjk(p)]
                 if parts:
                     grams.append((i, " ".join(cjk.cjk_grams(p) for p in parts)))
             conn.executemany("INSERT INTO hermes_cjk(rowid, grams) VALUES (?, ?)", grams)

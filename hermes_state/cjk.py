@@ -20,6 +20,7 @@ the row in ``hermes_cjk_pending`` for re-indexing); rows inserted below the mark
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import sqlite3
@@ -54,8 +55,20 @@ CJK_RANGES = (
     (0xAC00, 0xD7AF),
 )
 _CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in CJK_RANGES)
-CJK_RE = re.compile(f"[{_CJK_CLASS}]")
-_CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
+
+
+@functools.cache
+def _pattern(runs: bool) -> re.Pattern[str]:
+    """Compile the CJK character (or run) pattern on first use: it takes ~6 ms, which commands
+    that never meet CJK text should not pay at start-up."""
+    return re.compile(f"[{_CJK_CLASS}]" + ("+" if runs else ""))
+
+
+def has_cjk(text: str) -> bool:
+    """Tell whether text holds a CJK character."""
+    return not text.isascii() and _pattern(False).search(text) is not None
+
+
 # GLOB pre-filter so catch-up only ships rows that contain CJK to Python.
 _CJK_GLOB = f"*[{_CJK_CLASS}]*"
 _HW_SQL = (
@@ -98,8 +111,10 @@ def _is_word_char(ch: str) -> bool:
 
 def cjk_runs(text: str) -> list[str]:
     """Return the runs of CJK word characters in text, in order."""
-    runs = []
-    for match in _CJK_RUN_RE.finditer(text):
+    runs: list[str] = []
+    if text.isascii():
+        return runs
+    for match in _pattern(True).finditer(text):
         current: list[str] = []
         for ch in match.group():
             if _is_word_char(ch):
@@ -114,7 +129,7 @@ def cjk_runs(text: str) -> list[str]:
 
 def non_cjk_parts(text: str) -> list[str]:
     """Return the pieces of text left between its CJK characters."""
-    return _CJK_RUN_RE.sub(" ", text).split()
+    return text.split() if text.isascii() else _pattern(True).sub(" ", text).split()
 
 
 def cjk_grams(text: str) -> str:
@@ -136,7 +151,7 @@ def cjk_match_expr(run: str) -> str:
 def _grams_for(content: object, tool_calls: object) -> str:
     """Return the CJK index text of a message (content and tool calls)."""
     # One C-level scan rejects the ~95 % of texts without CJK before the run-splitting work.
-    parts = [v for v in (content, tool_calls) if isinstance(v, str) and CJK_RE.search(v)]
+    parts = [v for v in (content, tool_calls) if isinstance(v, str) and has_cjk(v)]
     return " ".join(g for g in (cjk_grams(p) for p in parts) if g)
 
 
