@@ -42,15 +42,17 @@ walks in one: a window per lookup is what a rare word would otherwise pay for.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from hermes_state import cjk, fts, schema
-from hermes_state.content import content_text
+from hermes_state.content import STRUCTURED_SENTINEL, content_text
 from hermes_state.errors import SortUnavailableError, is_corruption_error, is_lock_error
 from hermes_state.query import (
     MAX_QUERY_CHARS as MAX_QUERY_CHARS,
@@ -637,20 +639,28 @@ def _walk_window(
             continue
         with_rank = ranks is not None and i == 0 and source.rankable and source.table is not None
         sql, params = _source_sql(source, filters, window, newest, with_rank)
-        last = None
         cursor = conn.cursor()
         cursor.row_factory = None  # plain tuples: the walk reads thousands of rows by position
+        rows: list[tuple[Any, ...]] = []
+        cut = False
         try:
-            for row in cursor.execute(sql, (*params, need)):
-                row_id = row[0]
-                got.setdefault(row_id, i)
-                if with_rank and ranks is not None:
-                    ranks[row_id] = row[1]
-                last = row_id
+            # extend() reads the cursor in C, and keeps the rows read before an interruption.
+            rows.extend(cursor.execute(sql, (*params, need)))
         except sqlite3.OperationalError as exc:
             if not budget.interrupted(exc):
                 raise
+            cut = True
+        ids = [row[0] for row in rows]
+        if got:
+            for row_id in ids:
+                got.setdefault(row_id, i)
+        else:
+            got = dict.fromkeys(ids, i)
+        if with_rank and ranks is not None:
+            ranks.update(rows)  # (id, rank) pairs
+        if cut:
             # Every candidate from the near end down to the last hit was examined.
+            last = ids[-1] if ids else None
             reached.append(near if last is None else (last - 1 if newest else last + 1))
             continue
         reached.append(window[0] if newest else window[1])
@@ -699,9 +709,8 @@ def _walk(
             budget,
             walk.ranks if with_rank else None,
         )
-        for row_id, source in pairs:
-            walk.ids.append(row_id)
-            walk.by_source[row_id] = source
+        walk.ids.extend(map(itemgetter(0), pairs))
+        walk.by_source.update(pairs)
         if edge is not None:
             walk.stopped, walk.reached = len(walk.ids) < need, edge
             break
@@ -783,10 +792,11 @@ def _ranked(
     from_index = [i for i in walk.ids if walk.by_source[i] == 0]
     scanned = [i for i in walk.ids if walk.by_source[i] != 0]
     best: list[int] = []
-    if from_index and all(i in walk.ranks for i in from_index):
+    if from_index and walk.ranks.keys() >= set(from_index):
         # The walk read every one of them with its rank: the same order as _rank's
-        # ORDER BY rank, id DESC over the span they fill, without a second lookup.
-        best = sorted(from_index, key=lambda i: (walk.ranks[i], -i))[:need]
+        # ORDER BY rank, id DESC over the span they fill, without a second lookup. The walk
+        # went newest first, so a stable sort by rank keeps ties in id DESC order.
+        best = sorted(from_index, key=walk.ranks.__getitem__)[:need]
     elif from_index:
         # Ranking scores the candidates the walk already examined: bounded by what it spent.
         with budget.suspended_for():
@@ -904,8 +914,18 @@ def _hit_sql(
     the content and tool calls a snippet is then cut from. Each hit's context (the visible
     message before and after it in its session) is joined in, not looked up apart.
     """
+    return _hit_statement(
+        store.columns("messages"), filters.visible, count, snippet_table, with_context
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def _hit_statement(
+    live: tuple[str, ...], visible: str, count: int, snippet_table: str | None, with_context: bool
+) -> str:
+    """Build _hit_sql's statement (kept: a search builds the same one again and again)."""
     wanted = ("id", "session_id", "role", "timestamp", "tool_name")
-    cols = schema.projection(store.columns("messages"), wanted, "m")
+    cols = schema.projection(live, wanted, "m")
     if snippet_table is not None:
         text = f"snippet({snippet_table}, -1, '>>>', '<<<', '...', {SNIPPET_TOKENS}), NULL, NULL"
         source = f"{snippet_table} CROSS JOIN messages m ON m.id = {snippet_table}.rowid"
@@ -916,9 +936,7 @@ def _hit_sql(
             f"AND +{snippet_table}.rowid IN ({marks(count)})"
         )
     else:
-        text = "NULL, " + schema.projection(
-            store.columns("messages"), ("content", "tool_calls"), "m"
-        )
+        text = "NULL, " + schema.projection(live, ("content", "tool_calls"), "m")
         source = "messages m"
         where = f"m.id IN ({marks(count)})"
     context = "NULL, NULL, NULL, NULL, NULL, NULL"
@@ -933,7 +951,7 @@ def _hit_sql(
         context = f"b.id, b.role, {cut.format(a='b')}, a.id, a.role, {cut.format(a='a')}"
         neighbour = (
             "(SELECT p.id FROM messages p WHERE p.session_id = m.session_id AND p.id {op} m.id "
-            f"AND {filters.visible} ORDER BY p.id {{order}} LIMIT 1)"
+            f"AND {visible} ORDER BY p.id {{order}} LIMIT 1)"
         )
         joins = (
             f" LEFT JOIN messages b ON b.id = {neighbour.format(op='<', order='DESC')}"
@@ -947,15 +965,15 @@ def _hit_sql(
 
 def _context_of(row: Sequence[Any]) -> list[dict[str, Any]]:
     """Return a hit row's context: its before and after messages ({id, role, content})."""
-    return [
-        {
-            "id": row[at],
-            "role": row[at + 1],
-            "content": content_text(row[at + 2], sep=" ")[:CONTEXT_CHARS],
-        }
-        for at in (_BEFORE, _AFTER)
-        if row[at] is not None
-    ]
+    context = []
+    for at in (_BEFORE, _AFTER):
+        if row[at] is None:
+            continue
+        text = row[at + 2]
+        if type(text) is not str or text.startswith(STRUCTURED_SENTINEL):
+            text = content_text(text, sep=" ")  # plain text (the usual case) is taken as it is
+        context.append({"id": row[at], "role": row[at + 1], "content": text[:CONTEXT_CHARS]})
+    return context
 
 
 # Column positions in _hit_sql's rows.
