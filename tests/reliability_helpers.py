@@ -823,6 +823,9 @@ def fuzz_main(args: list[str]) -> int:
                 result.exception
             )
             assert "Traceback" not in result.output
+            if not separated and query in ("--help", "-h"):  # read as the help flag it is
+                assert result.exit_code == 0 and "Usage:" in result.output, result.output
+                return
             if result.exit_code == 2 and not separated:  # text starting with '-' read as a flag
                 assert len(error_lines(result.stderr)) == 1, result.stderr
                 return
