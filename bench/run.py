@@ -408,19 +408,20 @@ def run_peer(ctx: Context, op: str, db: Path, *args: str) -> dict[str, Any]:
 
 
 PEER_ROUNDS = 50  # fast operations alternate a few calls of ours with a few of upstream's
+PEER_MIN_CALLS = 200  # a side, for operations of about a millisecond: their medians drift less
 
 
 def alternate(
-    ctx: Context, ours: Callable[[], Any], op: str, *args: str
+    ctx: Context, ours: Callable[[], Any], op: str, *args: str, calls: int | None = None
 ) -> tuple[list[float], list[float], dict[str, Any]]:
     """Time ours and upstream's op (its ``serve`` mode: one process, one open handle) in
-    PEER_ROUNDS alternating rounds of a few calls each, about ctx.repeat calls a side in all, so
-    that the machine's slow spells fall on both alike; return (our samples, upstream's samples,
-    upstream's answer)."""
+    PEER_ROUNDS alternating rounds of a few calls each, about ``calls`` (default ctx.repeat)
+    calls a side in all, so that the machine's slow spells fall on both alike; return (our
+    samples, upstream's samples, upstream's answer)."""
     assert ctx.peer is not None
     db = ctx.peer_db()
     env, scratch = _peer_env(ctx, db)
-    per = max(1, -(-ctx.repeat // PEER_ROUNDS))
+    per = max(1, -(-(calls or ctx.repeat) // PEER_ROUNDS))
     mine: list[float] = []
     theirs: list[float] = []
     answer: dict[str, Any] = {}
@@ -473,7 +474,7 @@ def op_list_library(ctx: Context) -> Row:
         if ctx.peer is None:
             ours = timed(call, ctx.repeat)
         else:
-            ours, theirs, up = alternate(ctx, call, "list")
+            ours, theirs, up = alternate(ctx, call, "list", calls=max(ctx.repeat, PEER_MIN_CALLS))
         conn = store.conn
 
         def raw() -> list[tuple]:
@@ -526,9 +527,12 @@ def _search_row(
     target: Target | None,
     count: Callable[[sqlite3.Connection], int] | None = None,
     full_sql: str | None = None,
+    calls: int | None = None,
 ) -> Row:
     """Time search_messages against raw SQL computing the same hits (and, given full_sql, the
-    full BM25 ranking of every match, a different answer reported apart)."""
+    full BM25 ranking of every match, a different answer reported apart); ``calls`` of each
+    (default ctx.repeat)."""
+    calls = calls or ctx.repeat
     search = need("hermes_state.search", "search_messages")
     full: list[float] = []
     up: dict[str, Any] = {}
@@ -539,10 +543,10 @@ def _search_row(
         conn = store.conn
         call = lambda: search.search_messages(store, query, limit=20)  # noqa: E731
         if ctx.peer is None:
-            ours = timed(call, ctx.repeat)
+            ours = timed(call, calls)
         else:
-            ours, theirs, up = alternate(ctx, call, "search", query)
-        raw = timed(lambda: conn.execute(raw_sql, raw_params).fetchall(), ctx.repeat)
+            ours, theirs, up = alternate(ctx, call, "search", query, calls=calls)
+        raw = timed(lambda: conn.execute(raw_sql, raw_params).fetchall(), calls)
         if full_sql is not None:
             full = timed(lambda: conn.execute(full_sql, (query,)).fetchall(), ctx.repeat)
         result = search.search_messages(store, query, limit=20)
@@ -598,6 +602,7 @@ def op_search_selective(ctx: Context) -> Row:
         (q,),
         target,
         lambda c: _match_count(c, "messages_fts", q),
+        calls=max(ctx.repeat, PEER_MIN_CALLS),
     )
     if row.ratio is not None and row.passed is not None:
         row.passed = row.passed and row.ratio <= 1.5
@@ -630,6 +635,7 @@ def op_search_substring(ctx: Context) -> Row:
         RAW_TRIGRAM_SQL,
         (f'"{q}"', q),
         None,
+        calls=max(ctx.repeat, PEER_MIN_CALLS),
     )
 
 
