@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -412,19 +412,31 @@ PEER_MIN_CALLS = 200  # a side, for operations of about a millisecond: their med
 
 
 def alternate(
-    ctx: Context, ours: Callable[[], Any], op: str, *args: str, calls: int | None = None
-) -> tuple[list[float], list[float], dict[str, Any]]:
-    """Time ours and upstream's op (its ``serve`` mode: one process, one open handle) in
-    PEER_ROUNDS alternating rounds of a few calls each, about ``calls`` (default ctx.repeat)
-    calls a side in all, so that the machine's slow spells fall on both alike; return (our
-    samples, upstream's samples, upstream's answer)."""
+    ctx: Context,
+    local: Sequence[Callable[[], Any]],
+    op: str | None,
+    *args: str,
+    calls: int | None = None,
+) -> tuple[list[list[float]], list[float], dict[str, Any]]:
+    """Time each local function (ours, the raw SQL) and, given op, upstream's op (its ``serve``
+    mode: one process, one open handle) in PEER_ROUNDS alternating rounds of a few calls each,
+    about ``calls`` (default ctx.repeat) calls each in all, so that the machine's slow spells
+    fall on every side alike; return (each local function's samples, upstream's samples,
+    upstream's answer)."""
+    per = max(1, -(-(calls or ctx.repeat) // PEER_ROUNDS))
+    mine: list[list[float]] = [[] for _ in local]
+    theirs: list[float] = []
+    answer: dict[str, Any] = {}
+    for fn in local:
+        fn()  # warm-up (upstream's first request warms its side)
+    if op is None:
+        for _ in range(PEER_ROUNDS):
+            for samples, fn in zip(mine, local, strict=True):
+                samples += timed(fn, per, warmup=0)
+        return mine, theirs, answer
     assert ctx.peer is not None
     db = ctx.peer_db()
     env, scratch = _peer_env(ctx, db)
-    per = max(1, -(-(calls or ctx.repeat) // PEER_ROUNDS))
-    mine: list[float] = []
-    theirs: list[float] = []
-    answer: dict[str, Any] = {}
     with subprocess.Popen(
         [str(ctx.peer), str(PEER_SCRIPT), "serve", str(db)],
         env=env,
@@ -435,9 +447,9 @@ def alternate(
         text=True,
     ) as peer:
         assert peer.stdin is not None and peer.stdout is not None
-        ours()  # warm-up (upstream's first request warms its side)
         for _ in range(PEER_ROUNDS):
-            mine += timed(ours, per, warmup=0)
+            for samples, fn in zip(mine, local, strict=True):
+                samples += timed(fn, per, warmup=0)
             peer.stdin.write(json.dumps([op, *args, per]) + "\n")
             peer.stdin.flush()
             line = peer.stdout.readline()
@@ -465,16 +477,9 @@ def peer_row(row: Row, peer_value: float, ours_value: float | None, *, rate: boo
 def op_list_library(ctx: Context) -> Row:
     """sessions.list_sessions (20 rows with preview and last_active) vs the minimal SQL."""
     sessions = need("hermes_state.sessions", "list_sessions", "make_preview")
-    up: dict[str, Any] = {}
-    theirs: list[float] = []
     if ctx.peer is not None:
         ctx.peer_db()  # copied before this process opens the store
     with read_store(ctx.db) as store:
-        call = lambda: sessions.list_sessions(store, limit=20)  # noqa: E731
-        if ctx.peer is None:
-            ours = timed(call, ctx.repeat)
-        else:
-            ours, theirs, up = alternate(ctx, call, "list", calls=max(ctx.repeat, PEER_MIN_CALLS))
         conn = store.conn
 
         def raw() -> list[tuple]:
@@ -483,7 +488,12 @@ def op_list_library(ctx: Context) -> Row:
                 out.append((r[0], sessions.make_preview(r[8]), r[9]))
             return out
 
-        raw_s = timed(raw, ctx.repeat)
+        (ours, raw_s), theirs, up = alternate(
+            ctx,
+            [lambda: sessions.list_sessions(store, limit=20), raw],
+            None if ctx.peer is None else "list",
+            calls=max(ctx.repeat, PEER_MIN_CALLS),
+        )
         got = [r["id"] for r in sessions.list_sessions(store, limit=20)]
         want = [r[0] for r in raw()]
     row = ms_row("sessions list (library)", ours, raw_s, Target("≤ 10 ms", lambda v: v <= 10))
@@ -535,18 +545,20 @@ def _search_row(
     calls = calls or ctx.repeat
     search = need("hermes_state.search", "search_messages")
     full: list[float] = []
-    up: dict[str, Any] = {}
-    theirs: list[float] = []
     if ctx.peer is not None:
         ctx.peer_db()  # copied before this process opens the store
     with read_store(ctx.db) as store:
         conn = store.conn
-        call = lambda: search.search_messages(store, query, limit=20)  # noqa: E731
-        if ctx.peer is None:
-            ours = timed(call, calls)
-        else:
-            ours, theirs, up = alternate(ctx, call, "search", query, calls=calls)
-        raw = timed(lambda: conn.execute(raw_sql, raw_params).fetchall(), calls)
+        (ours, raw), theirs, up = alternate(
+            ctx,
+            [
+                lambda: search.search_messages(store, query, limit=20),
+                lambda: conn.execute(raw_sql, raw_params).fetchall(),
+            ],
+            None if ctx.peer is None else "search",
+            query,
+            calls=calls,
+        )
         if full_sql is not None:
             full = timed(lambda: conn.execute(full_sql, (query,)).fetchall(), ctx.repeat)
         result = search.search_messages(store, query, limit=20)
