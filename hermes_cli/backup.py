@@ -1,6 +1,5 @@
 """`hermes backup` and `hermes restore`: consistent archives of a profile home; full restores."""
 
-
 from pathlib import Path
 from typing import Annotated, Any
 

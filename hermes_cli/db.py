@@ -1,6 +1,5 @@
 """`hermes db …`: where the store is, who holds it, integrity checks, space reclaim, migration."""
 
-
 import typer
 
 from hermes_cli import output, records, render, store_views

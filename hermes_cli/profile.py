@@ -1,6 +1,5 @@
 """`hermes profile …`: list, show, use, create and delete profiles (`default` is the root)."""
 
-
 from typing import Annotated, Any
 
 import typer

@@ -5,7 +5,6 @@ Each command parses its flags, calls one library operation and hands the result 
 people) or to output (json, jsonl, csv, tsv: the vocabulary of hermes_cli.records).
 """
 
-
 import collections
 import io
 import sys
