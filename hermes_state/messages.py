@@ -8,7 +8,7 @@ import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hermes_state import values
@@ -308,8 +308,9 @@ def _decode_json_field(value: Any) -> Any:
         return value  # stored verbatim by a writer that passed plain text
 
 
-def _decode_in_place(out: dict[str, Any]) -> dict[str, Any]:
-    values.clean_message(out)  # odd values any writer may have left (text timestamps, bytes)
+def _decode_in_place(out: dict[str, Any], *, may_hold_bytes: bool = True) -> dict[str, Any]:
+    # Odd values any writer may have left (text timestamps, bytes).
+    values.clean_message(out, may_hold_bytes=may_hold_bytes)
     out["content"] = decode_content(out.get("content"))
     for f in JSON_FIELDS:
         value = out.get(f)
@@ -320,6 +321,13 @@ def _decode_in_place(out: dict[str, Any]) -> dict[str, Any]:
     if out.get("display_metadata") is not None and not isinstance(out["display_metadata"], dict):
         out["display_metadata"] = None
     return out
+
+
+def _decoded(names: Sequence[str], row: tuple[Any, ...]) -> dict[str, Any]:
+    """Return a selected message row as a decoded dict (the bytes check runs in C first)."""
+    return _decode_in_place(
+        dict(zip(names, row, strict=True)), may_hold_bytes=bytes in map(type, row)
+    )
 
 
 def message_select(store: Store, alias: str = "") -> str:
@@ -369,7 +377,7 @@ def get_messages(
     cur.row_factory = None
     cur.execute(sql, params)
     names = [d[0] for d in cur.description]
-    rows = [_decode_in_place(dict(zip(names, r, strict=True))) for r in cur]
+    rows = [_decoded(names, r) for r in cur]
     if order == "DESC":
         rows.reverse()
     _derive_tool_call_uids(rows)
@@ -397,7 +405,7 @@ def _select_rows(store: Store, sql: str, params: list[Any]) -> list[dict[str, An
     cur.row_factory = None
     cur.execute(sql, params)
     names = [d[0] for d in cur.description]
-    return [_decode_in_place(dict(zip(names, r, strict=True))) for r in cur]
+    return [_decoded(names, r) for r in cur]
 
 
 def message_window(

@@ -161,9 +161,9 @@ MESSAGE_TEXT_COLUMNS = (
 )
 
 
-def clean_message(row: dict[str, Any]) -> dict[str, Any]:
+def clean_message(row: dict[str, Any], *, may_hold_bytes: bool = True) -> dict[str, Any]:
     """Clean the columns of a message row the tool relies on, in place (cheap: export runs it
-    on every row)."""
+    on every row). ``may_hold_bytes=False``: the caller knows no value is bytes."""
     ts = row.get("timestamp")
     if ts is not None and type(ts) is not float and type(ts) is not int:
         row["timestamp"] = clean_value("timestamp", ts)
@@ -171,7 +171,8 @@ def clean_message(row: dict[str, Any]) -> dict[str, Any]:
         value = row.get(column)
         if value is not None and type(value) is not int:
             row[column] = clean_value(column, value)
-    for column in MESSAGE_TEXT_COLUMNS:
-        if type(row.get(column)) is bytes:
-            row[column] = clean_value(column, row[column])
+    if may_hold_bytes:
+        for column in MESSAGE_TEXT_COLUMNS:
+            if type(row.get(column)) is bytes:
+                row[column] = clean_value(column, row[column])
     return row

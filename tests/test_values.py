@@ -114,3 +114,17 @@ def test_clean_row_is_clean_value_on_every_column(row: dict) -> None:
     # clean_row skips what needs no cleaning; it must still agree with clean_value everywhere.
     want = {column: values.clean_value(column, value) for column, value in row.items()}
     assert values.clean_row(dict(row)) == want
+
+
+def test_message_rows_read_bytes_as_text_and_leave_clean_rows_alone() -> None:
+    from hermes_state.connection import open_store
+    from hermes_state.messages import get_messages
+
+    db, sid = _odd_store()
+    with open_store(db, read_only=True) as store:
+        rows = get_messages(store, sid, include_inactive=True)
+    odd = [r for r in rows if r["timestamp"] is None]
+    assert {type(r["role"]) for r in rows} == {str}
+    assert any(r["role"] == "\x00" and r["content"] == "\ufffd\x00" for r in odd)
+    clean = [r for r in rows if r not in odd]
+    assert clean and all(isinstance(r["timestamp"], float | int) for r in clean)
