@@ -393,9 +393,9 @@ def iter_messages(
         page = get_messages(
             store, session_id, include_inactive=include_inactive, limit=chunk, after_id=after
         )
-        if not page:
-            return
         yield from page
+        if len(page) < chunk:
+            return  # the last page: no need to ask for an empty one
         after = page[-1]["id"]
 
 

@@ -557,6 +557,12 @@ def ensure_delivery_obligations(conn: sqlite3.Connection) -> None:
 
 def projection(live: tuple[str, ...] | list[str], wanted: tuple[str, ...], alias: str = "") -> str:
     """Build a select list of wanted columns, reading missing ones as NULL (older stores)."""
+    return _projection(tuple(live), tuple(wanted), alias)
+
+
+@functools.lru_cache(maxsize=256)
+def _projection(live: tuple[str, ...], wanted: tuple[str, ...], alias: str) -> str:
+    """Build projection's select list (kept: readers build the same few again and again)."""
     have = set(live)
     prefix = f"{alias}." if alias else ""
     parts = [f"{prefix}{quote(c)}" if c in have else f"NULL AS {quote(c)}" for c in wanted]
