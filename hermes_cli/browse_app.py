@@ -26,6 +26,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 from textual.widgets import Button, Input, RichLog, Static
 
 from hermes_cli import browse, render
@@ -44,8 +45,9 @@ class _Lane:
     """Runs the newest job of one kind in a worker thread; jobs asked for meanwhile replace
     each other, and only the newest job's result is handed over."""
 
-    def __init__(self, app: App[Any], name: str) -> None:
-        self.app = app
+    def __init__(self, owner: Widget, name: str) -> None:
+        self.owner = owner  # the screen whose widgets the results are drawn on
+        self.app: App[Any] = owner.app
         self.name = name
         self.running = False
         self.pending: tuple[Callable[[], Any], Callable[[Any], Any]] | None = None
@@ -71,6 +73,8 @@ class _Lane:
 
     async def _finish(self, done: Callable[[Any], Any], result: Any) -> None:
         self.running = False
+        if not (self.app.is_running and self.owner.is_attached):
+            return  # the app is closing (its widgets are going): the result has no place
         if self.pending is not None:
             self._start()  # a newer job is waiting: this result is already stale
             return
@@ -414,11 +418,11 @@ class BrowseScreen(Screen[None]):
         self._initial = initial
         self._marker = browser.changed_marker()
         self._pattern: Any = None
-        self._search = _Lane(self.app, "search")
-        self._more = _Lane(self.app, "more")
-        self._preview = _Lane(self.app, "preview")
-        self._count = _Lane(self.app, "count")
-        self._edit = _Lane(self.app, "edit")
+        self._search = _Lane(self, "search")
+        self._more = _Lane(self, "more")
+        self._preview = _Lane(self, "preview")
+        self._count = _Lane(self, "count")
+        self._edit = _Lane(self, "edit")
 
     # layout
 

@@ -224,6 +224,23 @@ def test_layout_fits_narrow_and_wide_terminals(store_path: Path, width: int, nar
     drive(body)
 
 
+def test_a_result_with_no_screen_left_to_draw_on_is_dropped(store_path: Path) -> None:
+    # A worker can finish while the app closes and its widgets are being removed: drawing the
+    # result then would raise (NoMatches on a query of the screen) out of the app's loop.
+    from textual.widgets import Static
+
+    from hermes_cli.browse_app import _Lane
+
+    async def body() -> None:
+        async with browsing(store_path, "kettle") as (_app, _pilot, screen):
+            drawn: list[int] = []
+            await _Lane(screen, "test")._finish(drawn.append, 1)
+            await _Lane(Static(), "test")._finish(drawn.append, 2)  # never attached
+            assert drawn == [1]
+
+    drive(body)
+
+
 def test_moving_down_the_list_fetches_the_next_page(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
