@@ -3,11 +3,11 @@
 Routing (see also :mod:`hermes_state.fts`):
 
 - a word query goes to ``messages_fts`` (BM25);
-- a query with CJK characters goes to ``messages_fts_cjk`` (bigram phrases), other words of the
+- a query with CJK characters goes to ``hermes_cjk`` (bigram phrases), other words of the
   query being checked on the candidate rows;
 - zero word hits, or a query the word index cannot serve (``ocker`` inside ``docker``, emoji),
-  goes to ``messages_fts_trigram`` (non-tool rows) when each OR-group has a positive term with a
-  literal piece of 3+ characters; the other terms are checked exactly on its candidates;
+  goes to ``messages_fts_trigram`` (non-tool rows), each term of 3+ characters as a phrase
+  ``MATCH``, when each OR-group has one; the other terms are checked exactly on its candidates;
 - otherwise, and for stores whose indexes are stale, a LIKE scan of the messages.
 
 Rows an index does not hold yet (a chunked rebuild's ``(progress, high_water]`` window, CJK rows
