@@ -26,6 +26,7 @@ This file runs under the release's interpreter: it must never import from this r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -43,8 +44,10 @@ def _open(path: str, read_only: bool = False) -> Any:
     return db, time.perf_counter() - t0
 
 
-def _timed(fn: Any, repeat: int) -> list[float]:
-    fn()
+def _timed(fn: Any, repeat: int, warmup: bool = True) -> list[float]:
+    """Return the seconds of repeat calls of fn (after one untimed call, unless warmup=False)."""
+    if warmup:
+        fn()
     out = []
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -257,11 +260,7 @@ def op_serve(path: str) -> dict[str, Any]:
             if key not in warm:  # the warm-up call also gives the answer to compare
                 answer["ids"] = [r.get("id") for r in calls[op](*args)]
                 warm.add(key)
-            answer["samples_s"] = samples = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                calls[op](*args)
-                samples.append(time.perf_counter() - t0)
+            answer["samples_s"] = _timed(functools.partial(calls[op], *args), n, warmup=False)
             sys.stdout.write(json.dumps(answer) + "\n")
             sys.stdout.flush()
     finally:

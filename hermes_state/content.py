@@ -37,6 +37,8 @@ def content_text(content: Any, *, sep: str = "\n") -> str:
     Structured parts give their text, joined by sep; a part without text (an image, a file)
     is named by its type, ``[image_url]``. Anything else structured is shown as JSON.
     """
+    if type(content) is str and not content.startswith(STRUCTURED_SENTINEL):
+        return content  # plain text, the usual case: nothing to decode
     value = decode_content(content)
     if value is None:
         return ""

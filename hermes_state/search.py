@@ -52,7 +52,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from hermes_state import cjk, fts, schema
-from hermes_state.content import STRUCTURED_SENTINEL, content_text
+from hermes_state.content import content_text
 from hermes_state.errors import SortUnavailableError, is_corruption_error, is_lock_error
 from hermes_state.query import (
     MAX_QUERY_CHARS as MAX_QUERY_CHARS,
@@ -969,10 +969,8 @@ def _context_of(row: Sequence[Any]) -> list[dict[str, Any]]:
     for at in (_BEFORE, _AFTER):
         if row[at] is None:
             continue
-        text = row[at + 2]
-        if type(text) is not str or text.startswith(STRUCTURED_SENTINEL):
-            text = content_text(text, sep=" ")  # plain text (the usual case) is taken as it is
-        context.append({"id": row[at], "role": row[at + 1], "content": text[:CONTEXT_CHARS]})
+        text = content_text(row[at + 2], sep=" ")[:CONTEXT_CHARS]
+        context.append({"id": row[at], "role": row[at + 1], "content": text})
     return context
 
 
