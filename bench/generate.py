@@ -45,7 +45,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # a script run from a checkout, package not installed
     sys.path.insert(0, str(REPO_ROOT))
 
-from hermes_state import messages as hmessages, sessions as hsessions  # noqa: E402
+from hermes_state import messages as hmessages, sessions as hsessions, usage as husage  # noqa: E402
 from hermes_state.connection import Store, open_store  # noqa: E402
 
 GENERATOR_VERSION = 1
@@ -293,7 +293,7 @@ class Writer:
 
     def usage(self, session_id: str, model: str, seen: tuple[float, float], **usage: Any) -> None:
         """Record a session's usage with seeded first/last-seen times."""
-        hsessions.record_usage(self.store, session_id, model, **usage)
+        husage.record_usage(self.store, session_id, model, **usage)
         self.pending.usage_seen.append((seen[0], seen[1], session_id))
 
     def flush(self) -> None:

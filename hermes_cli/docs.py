@@ -626,8 +626,8 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
     (
         "HIT",
         _keys(records.HIT_KEYS)
-        + ". snippet marks matches >>>like this<<<; context is the messages before and after, "
-        "each {role, content}.",
+        + ". snippet marks matches >>>like this<<<; context is the message before the hit, "
+        "the hit and the message after, each {role, content}.",
     ),
     (
         "ERROR",

@@ -1,6 +1,10 @@
 """hermes_state: the session store of Hermes Agent (schema, search, lineage, ledger, recovery).
 
 Names are imported lazily so that `import hermes_state.home` (the CLI's start-up path) stays cheap.
+The module-level names the agent's own ``hermes_state`` offers its callers and plugins exist here
+with the same meaning (``SCHEMA_SQL``, ``DEFAULT_DB_PATH``, ``apply_wal_with_fallback``,
+``repair_state_db_schema`` …), as do the standard modules it exposes (``hermes_state.sqlite3``,
+``hermes_state.time``), which callers patch in tests.
 """
 
 from __future__ import annotations
@@ -53,6 +57,19 @@ if TYPE_CHECKING:  # the real types for type checkers; at run time the names loa
 
 _LAZY = {
     "SessionDB": "hermes_state.db",
+    "AsyncSessionDB": "hermes_state.async_db",
+    "get_last_init_error": "hermes_state.db",
+    "format_session_db_unavailable": "hermes_state.db",
+    "SCHEMA_SQL": "hermes_state.schema",
+    "FTS_SQL": "hermes_state.fts",
+    "FTS_TRIGRAM_SQL": "hermes_state.fts",
+    "MAX_FTS5_QUERY_CHARS": "hermes_state.query",
+    "workspace_key": "hermes_state.workspace",
+    "apply_wal_with_fallback": "hermes_state.journal",
+    "is_malformed_db_error": "hermes_state.repair",
+    "repair_state_db_schema": "hermes_state.repair",
+    "_db_opens_cleanly": "hermes_state.repair",
+    "_repair_attempted_paths": "hermes_state.repair",
     "open_store": "hermes_state.connection",
     "Store": "hermes_state.connection",
     "SCHEMA_VERSION": "hermes_state.schema",
@@ -84,13 +101,29 @@ _ERRORS = (
     "StoreNeedsMigrationError",
 )
 _LAZY.update(dict.fromkeys(_ERRORS, "hermes_state.errors"))
+# Names whose object has another name in its module.
+_ALIASES = {
+    "_db_opens_cleanly": "db_opens_cleanly",
+    "_repair_attempted_paths": "attempted_paths",
+    "MAX_FTS5_QUERY_CHARS": "MAX_QUERY_CHARS",
+}
 __all__ = sorted(_LAZY)
 
 
+# Standard modules the agent's module exposes as attributes (callers patch hermes_state.time.time).
+_MODULES = frozenset({"sqlite3", "sys", "time", "json", "re", "threading", "logging", "random"})
+
+
 def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _MODULES:
+        return importlib.import_module(name)
+    if name == "DEFAULT_DB_PATH":  # resolved at each use: the home may change (SPEC §2)
+        from hermes_state.home import default_db_path
+
+        return default_db_path()
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hermes_state' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+    return getattr(importlib.import_module(module), _ALIASES.get(name, name))

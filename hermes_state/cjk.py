@@ -69,6 +69,11 @@ def has_cjk(text: str) -> bool:
     return not text.isascii() and _pattern(False).search(text) is not None
 
 
+def count_cjk(text: str) -> int:
+    """Count the CJK characters of text."""
+    return 0 if text.isascii() else len(_pattern(False).findall(text))
+
+
 # GLOB pre-filter so catch-up only ships rows that contain CJK to Python.
 _CJK_GLOB = f"*[{_CJK_CLASS}]*"
 _HW_SQL = (

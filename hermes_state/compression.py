@@ -309,3 +309,37 @@ def rotate_session(
         return RotationResult(old_id, new_id, len(ids), carried, tuple(ids))
 
     return store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
+
+
+def archive_and_compact(
+    store: Store, session_id: str, compacted_messages: Iterable[Mapping[str, Any]]
+) -> int:
+    """Compact a session in place (see compact_session); return how many live rows it has now."""
+    return compact_session(store, session_id, compacted_messages).inserted
+
+
+ORPHAN_AFTER_S = 7 * 86400.0
+
+
+def finalize_orphaned_compression_sessions(store: Store, *, now: float | None = None) -> int:
+    """End continuations a compression started but never used; return how many were ended.
+
+    A continuation is orphaned when, a week after it started, it still has no end and no API
+    call although it holds messages (the kept context) and its parent ended by compression.
+    Nothing is deleted: it is ended with ``end_reason = 'orphaned_compression'``.
+    """
+    when = time.time() if now is None else float(now)
+
+    def fn(conn: sqlite3.Connection) -> int:
+        cur = conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = 'orphaned_compression' "
+            "WHERE COALESCE(api_call_count, 0) = 0 AND end_reason IS NULL AND ended_at IS NULL "
+            "AND started_at < ? AND parent_session_id IS NOT NULL "
+            "AND EXISTS (SELECT 1 FROM sessions p WHERE p.id = sessions.parent_session_id "
+            f"AND p.end_reason = '{COMPRESSION_END_REASON}' AND p.ended_at IS NOT NULL) "
+            "AND EXISTS (SELECT 1 FROM messages m WHERE m.session_id = sessions.id)",
+            (when, when - ORPHAN_AFTER_S),
+        )
+        return cur.rowcount
+
+    return store.write(fn)

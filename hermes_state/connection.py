@@ -720,6 +720,11 @@ def _open_writable(
                 f"{path} is in the layout older versions of hermes wrote, which the agent "
                 "cannot write to; upgrade it before editing"
             )
+        elif kind == "old" and role == "edit":
+            store.refusal = StoreNeedsMigrationError(
+                f"{path} is at schema {found.version}, older than any Hermes Agent release "
+                "this hermes writes for; upgrade it before editing"
+            )
         elif kind != "current" and (role == "agent" or kind == "not_hermes"):
             store.write(migrations.migrate)
             store.layout = layout.inspect(conn)

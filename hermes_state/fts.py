@@ -334,6 +334,20 @@ def rebuild_now(conn: sqlite3.Connection, tables: tuple[str, ...] = INDEX_TABLES
         conn.execute(f"INSERT INTO {quote(table)}({quote(table)}) VALUES ('rebuild')")
 
 
+def rebuild_all(conn: sqlite3.Connection) -> list[str]:
+    """Rebuild each of the agent's indexes the store has from its content; return which."""
+    present = {
+        r[0]
+        for r in conn.execute(
+            f"SELECT name FROM sqlite_master WHERE name IN ({', '.join('?' * len(INDEX_TABLES))})",
+            INDEX_TABLES,
+        )
+    }
+    done = [t for t in INDEX_TABLES if t in present]
+    rebuild_now(conn, tuple(done))
+    return done
+
+
 def start_chunked_rebuild(conn: sqlite3.Connection) -> None:
     """Empty the external indexes and open the (0, max id] window for :func:`rebuild_step`."""
     for table in INDEX_TABLES:
@@ -575,3 +589,32 @@ def iter_fts_objects(conn: sqlite3.Connection) -> Iterator[tuple[str, str, str]]
     yield from conn.execute(
         "SELECT type, name, sql FROM sqlite_master WHERE name LIKE 'messages\\_fts%' ESCAPE '\\'"
     )
+
+
+def is_fts5_unavailable_error(exc: BaseException) -> bool:
+    """Tell whether an error means this SQLite cannot run an FTS5 index (module or trigram)."""
+    text = str(exc).lower()
+    return ("no such module" in text and "fts5" in text) or is_trigram_unavailable_error(exc)
+
+
+def is_trigram_unavailable_error(exc: BaseException) -> bool:
+    """Tell whether an error means this SQLite has no trigram tokenizer (before 3.34)."""
+    return "no such tokenizer: trigram" in str(exc).lower()
+
+
+def usable(conn: sqlite3.Connection, table: str) -> bool:
+    """Tell whether an FTS5 table exists and this connection can read it."""
+    if not conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone():
+        return False
+    try:
+        conn.execute(f"SELECT * FROM {quote(table)} LIMIT 0").fetchall()
+    except sqlite3.OperationalError as exc:
+        return is_lock_error(exc)  # locked: present, and readable once the writer is done
+    return True
+
+
+# The agent's module-level DDL scripts, as its callers import them (``hermes_state.FTS_SQL``).
+FTS_SQL = ";\n".join(ddl for name, ddl in EXTERNAL_DDL.items() if "trigram" not in name) + ";\n"
+FTS_TRIGRAM_SQL = ";\n".join(ddl for name, ddl in EXTERNAL_DDL.items() if "trigram" in name) + ";\n"

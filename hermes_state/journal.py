@@ -12,9 +12,11 @@ agent itself follows. The user's Hermes config (``database.journal_mode: wal|del
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sqlite3
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,6 +143,118 @@ def apply_to_new_store(conn: sqlite3.Connection, path: Path) -> str:
 def current_mode(conn: sqlite3.Connection) -> str:
     """Return the store's journal mode as SQLite reports it (never changes it)."""
     return str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+
+
+WAL_SIZE_LIMIT = 64 * 1024 * 1024  # bytes a checkpointed WAL is truncated back to (the agent's)
+# Errors with which a filesystem refuses WAL outright (NFS/SMB: SQLITE_PROTOCOL; some FUSE mounts:
+# "not authorized"); any other error setting WAL is not proof WAL cannot work and is raised.
+WAL_INCOMPATIBLE_MARKERS = ("locking protocol", "not authorized")
+
+
+def apply_wal_with_fallback(conn: sqlite3.Connection, db_label: str = "state.db") -> str:
+    """Set up a connection's journal mode as the agent's store library does; return the mode.
+
+    The store's own mode is kept: a WAL store stays WAL (its mode is never set again), and so
+    does any other store that has pages. A new, empty file gets the mode this package chooses
+    (:func:`choose_for_new_store`), with DELETE instead where the filesystem refuses WAL. When
+    the probe itself fails (another opener holds a lock) nothing is changed and ``"wal"`` is
+    returned, as the agent does: a switch made blind could take a live WAL store out of WAL.
+    """
+    try:
+        current = current_mode(conn)
+    except sqlite3.OperationalError as exc:
+        log.debug("%s: journal mode unreadable (%s); leaving it as it is", db_label, exc)
+        return "wal"
+    path = None if current == "wal" else _new_store_file(conn)
+    if path is None:
+        _apply_companions(conn, current)
+        return current
+    choice = choose_for_new_store(path)
+    if choice.mode == "wal":
+        got = _enable_wal(conn, db_label)
+    elif current == choice.mode:
+        got = current
+    else:
+        got = _set_mode_no_wait(conn, choice.mode, current)
+    _apply_companions(conn, got)
+    return got
+
+
+def _new_store_file(conn: sqlite3.Connection) -> Path | None:
+    """Return the file of the connection's main database if it is still empty (None: it has
+    pages, whose mode is the store's own, or it is in memory or temporary)."""
+    if int(conn.execute("PRAGMA page_count").fetchone()[0]) > 0:
+        return None
+    for row in conn.execute("PRAGMA database_list").fetchall():
+        if row[1] == "main":
+            return Path(row[2]) if row[2] else None
+    return None
+
+
+def _enable_wal(conn: sqlite3.Connection, db_label: str) -> str:
+    """Switch a non-WAL store to WAL; fall back to DELETE where the filesystem refuses WAL."""
+    try:
+        # The pragma returns the mode it left: some network filesystems refuse without raising.
+        got = str(conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+    except sqlite3.OperationalError as exc:
+        if not any(marker in str(exc).lower() for marker in WAL_INCOMPATIBLE_MARKERS):
+            raise
+        try:
+            on_disk: str | None = current_mode(conn)
+        except sqlite3.OperationalError:
+            on_disk = None
+        if on_disk in ("wal", None):
+            raise  # another process made it WAL meanwhile, or it cannot be read: never leave WAL
+        _warn_once(
+            f"{db_label}: WAL journal_mode unsupported on this filesystem ({exc}) — falling "
+            "back to journal_mode=DELETE (slower, but works on NFS/SMB/FUSE; see "
+            "https://www.sqlite.org/wal.html). This warning fires once per process."
+        )
+        return _set_mode_no_wait(conn, "delete", str(on_disk))
+    if got != "wal":
+        _warn_once(f"{db_label}: the filesystem refused WAL without an error; journal mode {got}")
+    return got
+
+
+def _set_mode_no_wait(conn: sqlite3.Connection, mode: str, before: str) -> str:
+    """Set a rollback-journal mode without waiting for other openers; return the mode in effect.
+
+    Leaving WAL needs the store to itself. With no busy wait, a store another process made WAL
+    since the probe refuses at once and is left as it is, instead of being switched between
+    that process's transactions.
+    """
+    previous = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        return str(conn.execute(f"PRAGMA journal_mode={mode.upper()}").fetchone()[0]).lower()
+    except sqlite3.OperationalError as exc:
+        if not _is_busy(exc):
+            raise
+        log.debug("journal mode left as it is: another process has the store open (%s)", exc)
+        try:
+            return current_mode(conn)
+        except sqlite3.OperationalError:
+            return before
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={previous}")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Tell whether the error is SQLITE_BUSY/SQLITE_LOCKED (errors.py sits in this same layer)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (code & 0xFF) in (5, 6) if code is not None else "locked" in str(exc).lower()
+
+
+def _apply_companions(conn: sqlite3.Connection, mode: str) -> None:
+    """Apply the settings the agent pairs with its journal mode: the WAL size bound, and on
+    macOS the full-fsync barriers (its fsync does not order writes to the platter)."""
+    if mode == "wal":
+        conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
+    if sys.platform == "darwin":  # read per call: tests stand in another platform
+        # Best effort, as the agent's: a durability preference is no reason to fail an open.
+        with contextlib.suppress(sqlite3.OperationalError):
+            conn.execute("PRAGMA checkpoint_fullfsync=1")
+            conn.execute("PRAGMA synchronous=FULL")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,9 @@ the store:
 - ``upstream``: a schema a known Hermes Agent release wrote (22, 30 or 31), untouched by us;
 - ``legacy``: the layout this package wrote before SPEC §19 (its own FTS objects under the
   agent's names); searchable, but the agent cannot write to it until ``hermes db migrate``;
+- ``old``: a schema number below 31 that no release in the field writes any more (an agent
+  that has not been upgraded for a long time): browsable; the agent's own open (SessionDB) and
+  ``db migrate`` upgrade it, running the agent's version-gated data steps; edits refuse it;
 - ``unknown``: a schema number no known release writes (newer, or never seen): browse only;
 - ``not_hermes``: an SQLite file without a Hermes schema (another application's database).
 """
@@ -22,7 +25,7 @@ from typing import Literal
 
 from hermes_state import cjk, fts, meta, schema
 
-Kind = Literal["current", "upstream", "legacy", "unknown", "not_hermes"]
+Kind = Literal["current", "upstream", "legacy", "old", "unknown", "not_hermes"]
 
 _LEGACY_MARKERS = frozenset(
     (*fts.LEGACY_TRIGGERS, *cjk.LEGACY_TRIGGERS, *cjk.LEGACY_TABLES, *schema.LEGACY_INDEXES)
@@ -44,6 +47,13 @@ class Layout:
     def known(self) -> bool:
         """Tell whether a release this code knows writes this schema version."""
         return self.version in schema.KNOWN_VERSIONS
+
+    @property
+    def old(self) -> bool:
+        """Tell whether the store is at a schema below every release this code knows of."""
+        return (
+            self.version is not None and 0 < self.version < schema.SCHEMA_VERSION and not self.known
+        )
 
     @property
     def too_new(self) -> bool:
@@ -70,6 +80,8 @@ class Layout:
         """Classify the store (see the module docstring)."""
         if self.version is None or not {"sessions", "messages"} <= self.tables:
             return "not_hermes"
+        if self.old:
+            return "old"
         if not self.known:
             return "unknown"
         if self.legacy:
@@ -103,6 +115,12 @@ class Layout:
         }[self.fts]
         if kind == "not_hermes":
             return "not a Hermes session store (no sessions/messages schema)"
+        if kind == "old":
+            return (
+                f"schema {self.version}, older than the releases this hermes knows "
+                f"({', '.join(map(str, schema.KNOWN_VERSIONS))}): run `hermes db migrate` "
+                "(the agent upgrades it too when it starts)"
+            )
         if kind == "unknown":
             when = "newer than" if self.too_new else "not one of"
             return (

@@ -7,12 +7,12 @@ import functools
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_state import fts
+from hermes_state import fts, prune_filters
 from hermes_state.connection import Store, retry_locked
 from hermes_state.errors import (
     LedgerBusyError,
@@ -25,8 +25,9 @@ from hermes_state.ledger import (
     delete_terminal_in,
     open_work_in,
 )
-from hermes_state.lineage import COMPRESSION_END_REASON, successor_in
+from hermes_state.lineage import COMPRESSION_END_REASON, ancestors_in, successor_in
 from hermes_state.messages import clear_messages_in
+from hermes_state.model_config import DELEGATE_MARKER, marker_sql
 from hermes_state.sessions import require_session_in
 from hermes_state.sql import STORE_FILE_SUFFIXES, chunks, marks, quote
 
@@ -90,7 +91,11 @@ def _measure(conn: sqlite3.Connection, ids: Sequence[str]) -> tuple[int, int]:
 
 
 def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
-    """Point children of doomed sessions at the nearest surviving ancestor; return how many."""
+    """Point children of doomed sessions at the nearest surviving ancestor; return how many.
+
+    A child whose ancestors all go (or whose nearest surviving one no longer exists: another
+    tool deleted it by hand) becomes a root.
+    """
     gone = set(doomed)
     parent_of: dict[str, str | None] = {}
     for batch in chunks(doomed):
@@ -105,7 +110,10 @@ def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
         while target is not None and target in gone and target not in seen:
             seen.add(target)
             target = parent_of.get(target)
-        return None if target in gone else target
+        if target is None or target in gone:
+            return None
+        exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (target,)).fetchone()
+        return target if exists else None
 
     moved = 0
     for batch in chunks(doomed):
@@ -124,10 +132,40 @@ def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
     return moved
 
 
+def delegated_runs_in(conn: sqlite3.Connection, parent_ids: Iterable[str]) -> list[str]:
+    """Return the runs the agent delegated from these sessions, theirs too (never the parents).
+
+    A delegated run carries ``_delegate_from`` naming the session that spawned it (or only a
+    parent link, with the marker set): it is part of that session's conversation and goes with
+    it. Untagged children are conversations of their own and are re-pointed instead.
+    """
+    marker = marker_sql("", DELEGATE_MARKER)
+    seeds = {sid for sid in parent_ids if sid}
+    found = set(seeds)
+    frontier = list(seeds)
+    while frontier:
+        nxt: list[str] = []
+        for batch in chunks(frontier, 400):
+            qs = marks(len(batch))
+            # instr first: it skips the JSON parse for the many rows without any marker.
+            rows = conn.execute(
+                f"SELECT id FROM sessions WHERE instr(model_config, '{DELEGATE_MARKER}') > 0"
+                f" AND ({marker} IN ({qs}) OR (parent_session_id IN ({qs})"
+                f" AND {marker} IS NOT NULL))",
+                [*batch, *batch],
+            ).fetchall()
+            nxt += [r[0] for r in rows if r[0] not in found]
+        found.update(nxt)
+        frontier = nxt
+    return sorted(found - seeds)
+
+
 def _delete_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted:
-    """Delete sessions with their messages and terminal ledger rows; re-point their children."""
+    """Delete sessions (and the runs they delegated) with their messages and terminal ledger
+    rows; re-point their other children."""
     if not ids:
         return _Deleted(0, 0, 0, 0, 0)
+    ids = [*ids, *delegated_runs_in(conn, ids)]
     msgs, size = _measure(conn, ids)
     moved = _repoint_children(conn, ids)
     ledger_rows = delete_terminal_in(conn, ids)
@@ -162,14 +200,244 @@ def clear_messages(store: Store, session_id: str) -> int:
 def delete_session(store: Store, session_id: str) -> int:
     """Delete a session, its messages and terminal ledger rows; return messages deleted.
 
-    Children are re-pointed to the deleted session's parent. Refused with LedgerBusyError while
-    the session has open runtime work.
+    Children are re-pointed to the deleted session's parent; runs it delegated are deleted with
+    it. Refused with LedgerBusyError while the session (or such a run) has open runtime work.
     """
 
     def fn(conn: sqlite3.Connection) -> int:
         require_session_in(conn, session_id)
-        _refuse_if_busy(conn, session_id)
+        for sid in [session_id, *delegated_runs_in(conn, [session_id])]:
+            _refuse_if_busy(conn, sid)
         return _delete_in(conn, [session_id]).messages
+
+    return store.write(fn)
+
+
+# --- the agent's bulk deletes ------------------------------------------------------------------
+
+# An empty session: ended (a live one may be waiting for its first message), not filed away by
+# the user (archived) nor kept (pinned), and without a single message row.
+_EMPTY_SQL = (
+    "s.ended_at IS NOT NULL AND COALESCE(s.message_count, 0) = 0 AND COALESCE(s.archived, 0) = 0"
+    " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"
+)
+
+
+def _unique_ids(session_ids: Iterable[object]) -> list[str]:
+    """Return the non-empty string ids, each once, in order (stray None or "" are dropped)."""
+    return list(dict.fromkeys(s for s in session_ids if isinstance(s, str) and s))
+
+
+def _deletable(conn: sqlite3.Connection, ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split existing sessions into those that can go and those kept for open ledger work."""
+    existing = []
+    for batch in chunks(ids):
+        existing += [
+            r[0]
+            for r in conn.execute(
+                f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))})", batch
+            )
+        ]
+    busy = set(_group_open(open_work_in(conn, existing)))
+    busy |= set(_busy_through_runs(conn, [s for s in existing if s not in busy]))
+    return [s for s in existing if s not in busy], [s for s in existing if s in busy]
+
+
+def delete_sessions(
+    store: Store, session_ids: Iterable[object], *, skipped: list[str] | None = None
+) -> list[str]:
+    """Delete the listed sessions that exist (live, archived or not) in one transaction.
+
+    Returns the ids deleted. Unknown ids, stray non-strings and repeats are ignored; a session
+    with open ledger work is kept and its id appended to ``skipped``. Children are re-pointed,
+    delegated runs go with their session, as for one delete.
+    """
+    ids = _unique_ids(session_ids)
+    if not ids:
+        return []
+
+    def fn(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
+        going, busy = _deletable(conn, ids)
+        _delete_in(conn, going)
+        return going, busy
+
+    going, busy = store.write(fn)
+    if skipped is not None:
+        skipped.extend(busy)
+    return going
+
+
+def count_empty_sessions(store: Store) -> int:
+    """Count the ended, unarchived sessions without any message."""
+    where = _EMPTY_SQL + _unpinned(store)
+    row = store.conn.execute(f"SELECT COUNT(*) FROM sessions s WHERE {where}").fetchone()
+    return int(row[0])
+
+
+def _unpinned(store: Store) -> str:
+    return " AND COALESCE(s.pinned, 0) = 0" if "pinned" in store.columns("sessions") else ""
+
+
+def delete_empty_sessions(store: Store) -> list[str]:
+    """Delete every ended, unarchived, unpinned session without messages; return their ids."""
+    where = _EMPTY_SQL + _unpinned(store)
+
+    def fn(conn: sqlite3.Connection) -> list[str]:
+        ids = [r[0] for r in conn.execute(f"SELECT s.id FROM sessions s WHERE {where}")]
+        going, _busy = _deletable(conn, ids)
+        _delete_in(conn, going)
+        return going
+
+    return store.write(fn)
+
+
+def _in_use(conn: sqlite3.Connection, session_id: str, now: float) -> bool:
+    """Tell whether the agent holds a live compression lock or turn lease on the session."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if (
+        "compression_locks" in tables
+        and conn.execute(
+            "SELECT 1 FROM compression_locks WHERE session_id = ? AND expires_at > ?",
+            (session_id, now),
+        ).fetchone()
+    ):
+        return True
+    return "session_turn_leases" in tables and bool(
+        conn.execute(
+            "SELECT 1 FROM session_turn_leases WHERE conversation_id = ? AND expires_at > ?",
+            (session_id, now),
+        ).fetchone()
+    )
+
+
+def delete_session_if_empty(store: Store, session_id: str) -> bool:
+    """Delete a session only if it never gained anything to resume; tell whether it went.
+
+    Empty means: no message, no title and no child session. A session under a live
+    compression lock or turn lease, or with open ledger work, is kept. Check and delete share
+    one transaction, so a message written meanwhile is never lost.
+    """
+    now = time.time()
+
+    def fn(conn: sqlite3.Connection) -> bool:
+        row = conn.execute(
+            "SELECT title FROM sessions s WHERE s.id = ? AND s.title IS NULL"
+            " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)"
+            " AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session_id = s.id)",
+            (session_id,),
+        ).fetchone()
+        if row is None or _in_use(conn, session_id, now) or open_work_in(conn, [session_id]):
+            return False
+        return _delete_in(conn, [session_id]).sessions > 0
+
+    return store.write(fn)
+
+
+def list_prune_candidates(
+    store: Store,
+    older_than_days: float | None = None,
+    source: str | None = None,
+    **filters: Any,
+) -> list[dict[str, Any]]:
+    """Return the sessions a prune with these filters would consider, least recently active first.
+
+    Each row has id, source, title, model, started_at, last_active, ended_at, message_count
+    and archived. It is the selection before the prune's safety rules (open ledger work, a
+    continuing lineage) keep some of them.
+    """
+    scope, cutoff = _agent_scope(older_than_days, source, filters)
+    ids = [sid for sid, _ in _eligible(store.conn, cutoff, scope, None)]
+    out: list[dict[str, Any]] = []
+    for batch in chunks(ids):
+        rows = store.conn.execute(
+            "SELECT s.id, s.source, s.title, s.model, s.started_at, "
+            f"{prune_filters.LAST_ACTIVE_SQL} AS last_active, s.ended_at, s.message_count, "
+            f"s.archived FROM sessions s WHERE s.id IN ({marks(len(batch))})",
+            batch,
+        ).fetchall()
+        out += [dict(r) for r in rows]
+    out.sort(key=lambda r: (r["last_active"] or 0, r["started_at"] or 0))
+    return out
+
+
+def _agent_scope(
+    older_than_days: float | None, source: str | None, filters: Mapping[str, Any]
+) -> tuple[_Scope, float | None]:
+    """Translate the agent's prune arguments into a scope and an age cutoff."""
+    options = dict(filters)
+    prune_filters.check(options)
+    if older_than_days is not None and older_than_days < 0:
+        raise ValueError("older_than_days must not be negative")
+    include_pinned = bool(options.pop("include_pinned", False))
+    if source:
+        options["source"] = source
+    explicit = any(options.get(k) is not None for k in ("started_before", "last_active_before"))
+    cutoff = (
+        None
+        if older_than_days is None or explicit
+        else time.time() - float(older_than_days) * DAY_S
+    )
+    clauses, params = prune_filters.filter_sql(options)
+    return _Scope(filters=(tuple(clauses), tuple(params)), include_pinned=include_pinned), cutoff
+
+
+def archive_sessions(
+    store: Store,
+    older_than_days: float | None = None,
+    source: str | None = None,
+    **filters: Any,
+) -> int:
+    """Archive the unarchived conversations a prune with these filters would match; return how
+    many matched.
+
+    A conversation is matched by its live end (a compression ancestor never qualifies on its own
+    age, which would hide a conversation still in use) and archived whole, its ancestors with it.
+    """
+    filters.setdefault("archived", False)
+    scope, cutoff = _agent_scope(older_than_days, source, filters)
+    scope = dataclasses.replace(
+        scope,
+        filters=(
+            (*scope.filters[0], "COALESCE(s.end_reason, '') <> 'compression'"),
+            scope.filters[1],
+        ),
+    )
+    matched = [sid for sid, _ in _eligible(store.conn, cutoff, scope, None)]
+    if not matched:
+        return 0
+
+    def fn(conn: sqlite3.Connection) -> None:
+        ids = set(matched)
+        for sid in matched:
+            ids.update(ancestors_in(conn, sid))
+        for batch in chunks(sorted(ids)):
+            conn.execute(
+                f"UPDATE sessions SET archived = 1 WHERE id IN ({marks(len(batch))})", batch
+            )
+
+    store.write(fn)
+    return len(matched)
+
+
+GHOST_AGE_S = 86400.0
+
+
+def prune_empty_ghost_sessions(store: Store, *, now: float | None = None) -> list[str]:
+    """Delete the TUI's ghost sessions: ended over a day ago, untitled, without a message.
+
+    Returns the ids deleted (pinned sessions and those with open ledger work stay).
+    """
+    cutoff = (time.time() if now is None else float(now)) - GHOST_AGE_S
+    where = (
+        "s.source = 'tui' AND s.title IS NULL AND s.ended_at IS NOT NULL AND s.started_at < ?"
+        " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)" + _unpinned(store)
+    )
+
+    def fn(conn: sqlite3.Connection) -> list[str]:
+        ids = [r[0] for r in conn.execute(f"SELECT s.id FROM sessions s WHERE {where}", (cutoff,))]
+        going, _busy = _deletable(conn, ids)
+        _delete_in(conn, going)
+        return going
 
     return store.write(fn)
 
@@ -181,8 +449,8 @@ def delete_session(store: Store, session_id: str) -> int:
 class PruneResult:
     """What a prune deleted (or, for a dry run, would delete)."""
 
-    older_than_days: float
-    cutoff: float
+    older_than_days: float | None  # None: no age bound (the filters alone chose)
+    cutoff: float | None
     source: str | None
     dry_run: bool
     sessions: int
@@ -223,21 +491,27 @@ def _age_expr(conn: sqlite3.Connection) -> str:
 
 @dataclass(frozen=True)
 class _Scope:
-    """Which sessions a prune may consider: by source and by start time."""
+    """Which sessions a prune may consider: by source, start time and the agent's filters."""
 
     sources: tuple[str, ...] = ()
     exclude_sources: tuple[str, ...] = ()
     started_after: float | None = None
+    # Conditions over ``sessions s`` from prune_filters (clauses, parameters).
+    filters: tuple[tuple[str, ...], tuple[Any, ...]] = ((), ())
+    include_pinned: bool = False
 
 
 def _eligible(
-    conn: sqlite3.Connection, cutoff: float, scope: _Scope, within: Sequence[str] | None
+    conn: sqlite3.Connection, cutoff: float | None, scope: _Scope, within: Sequence[str] | None
 ) -> list[tuple[str, str | None]]:
-    """Return (id, end_reason) of ended, unpinned sessions idle since before cutoff."""
+    """Return (id, end_reason) of ended, unpinned sessions idle since before cutoff (None: any)."""
     cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
-    where = ["s.ended_at IS NOT NULL", f"{_age_expr(conn)} < ?"]
-    params: list[Any] = [cutoff]
-    if "pinned" in cols:
+    where = ["s.ended_at IS NOT NULL"]
+    params: list[Any] = []
+    if cutoff is not None:
+        where.append(f"{_age_expr(conn)} < ?")
+        params.append(cutoff)
+    if "pinned" in cols and not scope.include_pinned:
         where.append("COALESCE(s.pinned, 0) = 0")
     if scope.sources:
         where.append(f"s.source IN ({marks(len(scope.sources))})")
@@ -248,6 +522,8 @@ def _eligible(
     if scope.started_after is not None:
         where.append("s.started_at >= ?")
         params.append(float(scope.started_after))
+    where += scope.filters[0]
+    params += scope.filters[1]
     sql = f"SELECT s.id, s.end_reason FROM sessions s WHERE {' AND '.join(where)}"
     if within is None:
         return [(r[0], r[1]) for r in conn.execute(sql + " ORDER BY s.started_at, s.id", params)]
@@ -281,6 +557,19 @@ def _keep_lineage(
     return kept
 
 
+def _busy_through_runs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, list[OpenWork]]:
+    """Return the sessions among ids one of whose delegated runs has open ledger work."""
+    runs = delegated_runs_in(conn, ids)
+    if not runs or not open_work_in(conn, runs):
+        return {}
+    out: dict[str, list[OpenWork]] = {}
+    for sid in ids:  # rare: find which of them the busy runs belong to
+        rows = open_work_in(conn, delegated_runs_in(conn, [sid]))
+        if rows:
+            out[sid] = rows
+    return out
+
+
 @dataclass
 class _Plan:
     ids: list[str]
@@ -290,7 +579,7 @@ class _Plan:
 
 def _plan(
     conn: sqlite3.Connection,
-    cutoff: float,
+    cutoff: float | None,
     scope: _Scope,
     within: Sequence[str] | None = None,
     allowed: set[str] | None = None,
@@ -300,6 +589,7 @@ def _plan(
     order = [sid for sid, _ in candidates]
     doomed = set(order)
     busy = _group_open(open_work_in(conn, order))
+    busy.update(_busy_through_runs(conn, [s for s in order if s not in busy]))
     doomed -= set(busy)
     # A continuation chosen for another chunk of the same prune still counts as going.
     going = doomed | ((allowed or set()) - set(busy))
@@ -310,7 +600,7 @@ def _plan(
 
 def prune_sessions(
     store: Store,
-    older_than_days: float = 90,
+    older_than_days: float | None = 90,
     *,
     source: str | None = None,
     dry_run: bool = False,
@@ -319,23 +609,40 @@ def prune_sessions(
     exclude_sources: Sequence[str] | None = None,
     started_after: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    filters: Mapping[str, Any] | None = None,
 ) -> PruneResult:
     """Delete ended, unpinned sessions idle for longer than older_than_days (or preview it).
 
     Sessions with open ledger work are reported in ``busy`` and kept; so is a compression
-    ancestor whose continuation stays. Children of deleted sessions are re-pointed. Deletion
-    runs one transaction per chunk of sessions so a live gateway is never blocked for long.
-    source/sources keep only those sources, exclude_sources leaves some out, started_after
-    (epoch seconds) keeps sessions started at or after it. progress(done, total) is called
-    after each deleted chunk with the sessions examined so far and the number planned.
+    ancestor whose continuation stays. Children of deleted sessions are re-pointed; runs the
+    agent delegated from a deleted session go with it. Deletion runs one transaction per chunk
+    of sessions so a live gateway is never blocked for long. source/sources keep only those
+    sources, exclude_sources leaves some out, started_after (epoch seconds) keeps sessions
+    started at or after it; ``filters`` are the agent's prune keywords (see prune_filters;
+    ``include_pinned`` lets pinned sessions go too). ``older_than_days=None`` sets no age bound;
+    so does an explicit ``started_before``/``last_active_before`` filter. progress(done, total)
+    is called after each deleted chunk with the sessions examined so far and the number planned.
     """
-    if older_than_days < 0:
+    options = dict(filters or {})
+    prune_filters.check(options)
+    if older_than_days is not None and older_than_days < 0:
         raise ValueError("older_than_days must not be negative")
-    cutoff = (time.time() if now is None else float(now)) - float(older_than_days) * DAY_S
+    explicit = (
+        options.get("started_before") is not None or options.get("last_active_before") is not None
+    )
+    cutoff = (
+        None
+        if older_than_days is None or explicit
+        else (time.time() if now is None else float(now)) - float(older_than_days) * DAY_S
+    )
+    include_pinned = bool(options.pop("include_pinned", False))
+    clauses, params = prune_filters.filter_sql(options)
     scope = _Scope(
         sources=tuple(dict.fromkeys([*([source] if source else []), *(sources or ())])),
         exclude_sources=tuple(dict.fromkeys(exclude_sources or ())),
         started_after=started_after,
+        filters=(tuple(clauses), tuple(params)),
+        include_pinned=include_pinned,
     )
     plan = _plan(store.conn, cutoff, scope)
 
@@ -343,7 +650,7 @@ def prune_sessions(
         ids: Sequence[str], msgs: int, size: int, busy: dict[str, list[OpenWork]], **kw: Any
     ) -> PruneResult:
         return PruneResult(
-            older_than_days=float(older_than_days),
+            older_than_days=None if older_than_days is None else float(older_than_days),
             cutoff=cutoff,
             source=source,
             dry_run=dry_run,

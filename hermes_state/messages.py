@@ -153,6 +153,30 @@ class _PendingUids:
 
 
 _ALLOWED_FIELDS = frozenset({"role", "content", *APPEND_FIELDS})
+# Keys of the conversation shape (get_messages_as_conversation) that name a stored column: the
+# agent sends its in-memory conversation back (/retry, /undo, /compress), so both shapes store.
+CONVERSATION_KEYS = {
+    "name": "tool_name",
+    "message_id": "platform_message_id",
+    "_absorbed_message_uids": "absorbed_message_uids",
+    "_tool_call_uids": "tool_call_uids",
+    "_tool_call_uid": "tool_call_uid",
+}
+
+
+def _storable(msg: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a message's stored fields: conversation keys renamed, other extras left out.
+
+    Extras (``_db_persisted``, ``_row_id`` and whatever else a caller keeps on its messages)
+    are the caller's; a column key wins over its conversation alias.
+    """
+    out = {k: v for k, v in msg.items() if k in _ALLOWED_FIELDS}
+    for key, column in CONVERSATION_KEYS.items():
+        if key in msg and out.get(column) is None:
+            out[column] = msg[key]
+    return out
+
+
 _JSON_POSITIONS = tuple(INSERT_COLUMNS.index(f) for f in JSON_FIELDS)
 _POS = {c: i for i, c in enumerate(INSERT_COLUMNS)}
 
@@ -162,8 +186,7 @@ def _prepare_row(
 ) -> tuple[list[Any], int]:
     """Turn one message dict into insert parameters; return them and its tool-call count."""
     if not _ALLOWED_FIELDS.issuperset(msg):
-        unknown = sorted(set(msg) - _ALLOWED_FIELDS)
-        raise TypeError(f"unexpected message fields: {', '.join(unknown)}")
+        msg = _storable(msg)
     get = msg.get
     role = get("role")
     if not role or not isinstance(role, str):
@@ -461,91 +484,6 @@ def _derive_tool_call_uids(rows: list[dict[str, Any]]) -> None:
             r["tool_call_uid"] = value[0] if isinstance(value, list) and value else value
 
 
-def strip_owner(metadata: Any) -> Any:
-    """Return display metadata without the ownership marker (never sent to providers)."""
-    if isinstance(metadata, dict) and OWNER_KEY in metadata:
-        metadata = {k: v for k, v in metadata.items() if k != OWNER_KEY}
-        return metadata or None
-    return metadata
-
-
-_ASSISTANT_EXTRAS = (
-    "finish_reason",
-    "reasoning",
-    "reasoning_content",
-    "reasoning_details",
-    "codex_reasoning_items",
-    "codex_message_items",
-)
-
-
-def to_conversation_message(r: Mapping[str, Any]) -> dict[str, Any]:
-    """Shape one decoded row as an OpenAI-style message with its uid fields."""
-    msg: dict[str, Any] = {
-        "role": r["role"],
-        "content": r["content"] if r["content"] is not None else "",
-    }
-    if r.get("tool_calls"):
-        msg["tool_calls"] = r["tool_calls"]
-    if r.get("tool_call_id"):
-        msg["tool_call_id"] = r["tool_call_id"]
-    if r.get("tool_name"):
-        msg["name"] = r["tool_name"]
-    if r.get("api_content") is not None:
-        msg["api_content"] = r["api_content"]
-    if r["role"] == "assistant":
-        for f in _ASSISTANT_EXTRAS:
-            if r.get(f) is not None:
-                msg[f] = r[f]
-    if r.get("display_kind"):
-        msg["display_kind"] = r["display_kind"]
-    md = strip_owner(r.get("display_metadata"))
-    if md:
-        msg["display_metadata"] = md
-    if r.get("platform_message_id"):
-        msg["message_id"] = r["platform_message_id"]
-    msg["timestamp"] = r["timestamp"]
-    # uid fields travel with the message for context engines; the provider layer drops them.
-    if r.get("message_uid"):
-        msg["message_uid"] = r["message_uid"]
-    if r.get("absorbed_message_uids"):
-        msg["_absorbed_message_uids"] = r["absorbed_message_uids"]
-    if r.get("tool_call_uids"):
-        msg["_tool_call_uids"] = r["tool_call_uids"]
-    if r.get("tool_call_uid"):
-        msg["_tool_call_uid"] = r["tool_call_uid"]
-    # Read back from the store: already persisted (the agent must not write it a second time).
-    msg["_db_persisted"] = True
-    return msg
-
-
-def get_messages_as_conversation(
-    store: Store,
-    session_id: str,
-    include_ancestors: bool = False,
-    include_inactive: bool = False,
-    include_row_ids: bool = False,
-    include_compacted: bool = False,
-) -> list[dict[str, Any]]:
-    """Return a session's live messages as OpenAI-style dicts, ownership markers removed.
-
-    ``include_row_ids`` adds each row's id as ``_row_id`` (never sent to a provider).
-    """
-    out = []
-    for r in get_messages(
-        store,
-        session_id,
-        include_inactive=include_inactive,
-        include_compacted=include_compacted,
-        include_ancestors=include_ancestors,
-    ):
-        msg = to_conversation_message(r)
-        if include_row_ids:
-            msg["_row_id"] = r["id"]
-        out.append(msg)
-    return out
-
-
 def clear_messages_in(conn: sqlite3.Connection, session_id: str) -> int:
     """Delete every message of a session inside the caller's transaction; reset its counters."""
     n = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
@@ -660,3 +598,125 @@ def recount_in(conn: sqlite3.Connection, session_id: str) -> None:
         "UPDATE sessions SET message_count = ?, tool_call_count = ? WHERE id = ?",
         (n, calls, session_id),
     )
+
+
+# --- the agent's small lookups and windows ---------------------------------------------------
+
+
+def has_archived_messages(store: Store, session_id: str) -> bool:
+    """Tell whether a session has rows outside its live generation (archived or taken back)."""
+    row = store.conn.execute(
+        "SELECT 1 FROM messages WHERE session_id = ? AND active = 0 LIMIT 1", (session_id,)
+    ).fetchone()
+    return row is not None
+
+
+def has_platform_message_id(store: Store, session_id: str, platform_message_id: str) -> bool:
+    """Tell whether a session already stored the platform message with this id (a retry)."""
+    row = store.conn.execute(
+        "SELECT 1 FROM messages WHERE session_id = ? AND platform_message_id = ? LIMIT 1",
+        (session_id, scrub_surrogates(platform_message_id)),
+    ).fetchone()
+    return row is not None
+
+
+def set_latest_user_api_content(
+    store: Store, session_id: str, content: Any, api_content: str
+) -> int:
+    """Attach the text sent to the provider to the newest live user row, if it is that message.
+
+    The row is written only when its content is ``content`` (a guard against a racing rewrite);
+    returns how many rows were updated (0 or 1).
+    """
+    encoded = scrub_surrogates(encode_content(content))
+
+    def fn(conn: sqlite3.Connection) -> int:
+        cur = conn.execute(
+            "UPDATE messages SET api_content = ? WHERE id = (SELECT id FROM messages "
+            "WHERE session_id = ? AND role = 'user' AND active = 1 ORDER BY id DESC LIMIT 1) "
+            "AND content IS ?",
+            (scrub_surrogates(api_content), session_id, encoded),
+        )
+        return cur.rowcount
+
+    return store.write(fn)
+
+
+def messages_around(
+    store: Store, session_id: str, around_message_id: int, window: int = 5
+) -> dict[str, Any]:
+    """Return the rows around one message: {window, messages_before, messages_after}.
+
+    ``window`` holds up to ``window`` rows before the anchor, the anchor and up to ``window``
+    after, in id order (every generation: an anchor may be a search hit in an archived one);
+    the counts are how many of them lie on each side, so a count below ``window`` means the
+    session ends there. An anchor that is not in the session gives an empty window.
+    """
+    size = max(0, int(window))
+    select = f"SELECT {message_select(store)} FROM messages WHERE session_id = ?"
+    if not store.conn.execute(
+        "SELECT 1 FROM messages WHERE id = ? AND session_id = ?", (around_message_id, session_id)
+    ).fetchone():
+        return {"window": [], "messages_before": 0, "messages_after": 0}
+    before = _select_rows(
+        store,
+        f"{select} AND id <= ? ORDER BY id DESC LIMIT ?",
+        [session_id, around_message_id, size + 1],
+    )
+    after = _select_rows(
+        store, f"{select} AND id > ? ORDER BY id LIMIT ?", [session_id, around_message_id, size]
+    )
+    rows = before[::-1] + after
+    _derive_tool_call_uids(rows)
+    return {
+        "window": rows,
+        "messages_before": max(0, len(before) - 1),
+        "messages_after": len(after),
+    }
+
+
+def anchored_view(
+    store: Store,
+    session_id: str,
+    around_message_id: int,
+    window: int = 5,
+    bookend: int = 3,
+    keep_roles: tuple[str, ...] | None = ("user", "assistant"),
+) -> dict[str, Any]:
+    """Return the rows around a message and the session's opening and closing exchanges.
+
+    Adds ``bookend_start``/``bookend_end`` to :func:`messages_around`: the first and last
+    ``bookend`` messages with text (of ``keep_roles``, None for all) outside the window. The
+    window keeps only ``keep_roles`` too, except the anchor itself.
+    """
+    base = messages_around(store, session_id, around_message_id, window)
+    rows = base["window"]
+    empty: dict[str, Any] = {**base, "bookend_start": [], "bookend_end": []}
+    if not rows:
+        return empty
+    if keep_roles is not None:
+        keep = set(keep_roles)
+        base["window"] = [r for r in rows if r["id"] == around_message_id or r["role"] in keep]
+    count = max(0, int(bookend))
+    if not count:
+        return {**base, "bookend_start": [], "bookend_end": []}
+    roles = ""
+    params: list[Any] = []
+    if keep_roles is not None:
+        roles = f" AND role IN ({', '.join('?' for _ in keep_roles)})"
+        params = list(keep_roles)
+    select = (
+        f"SELECT {message_select(store)} FROM messages WHERE session_id = ?{roles}"
+        " AND length(content) > 0"
+    )
+    start = _select_rows(
+        store,
+        f"{select} AND id < ? ORDER BY id LIMIT ?",
+        [session_id, *params, rows[0]["id"], count],
+    )
+    end = _select_rows(
+        store,
+        f"{select} AND id > ? ORDER BY id DESC LIMIT ?",
+        [session_id, *params, rows[-1]["id"], count],
+    )
+    return {**base, "bookend_start": start, "bookend_end": end[::-1]}

@@ -21,8 +21,10 @@ import re
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from hermes_state import cjk, fts, layout, meta, schema
+from hermes_state import cjk, fts, layout, lineage, meta, schema, sessions_json
+from hermes_state.model_config import BRANCH_MARKER, DELEGATE_MARKER, ORPHANED, marker_sql
 from hermes_state.sql import quote
 
 log = logging.getLogger("hermes_state")
@@ -80,6 +82,113 @@ def add_columns(conn: sqlite3.Connection) -> str | None:
     """Add the declared columns existing tables lack (nothing is dropped or retyped)."""
     added = schema.reconcile_columns(conn)
     return f"added columns {', '.join(added)}" if added else None
+
+
+# --- the agent's version-gated data steps (a store older than the gate gets them once) --------
+
+
+def _older_than(conn: sqlite3.Connection, gate: int) -> bool:
+    """Tell whether the store's recorded schema is below gate (a step the agent ran there)."""
+    version = schema.stored_version(conn)
+    return version is not None and 0 < version < gate
+
+
+def v16_tag_delegate_runs(conn: sqlite3.Connection) -> str | None:
+    """Mark the runs the agent delegated before it marked them (schema 16), so pickers skip them.
+
+    A child that is neither a branch, a reset nor a compression continuation gets
+    ``_delegate_from`` naming its parent. A root that looks like a run whose parent was deleted
+    (no title, at most 25 messages, tool output, no children) gets ``__orphaned__``.
+    """
+    if not _older_than(conn, 16):
+        return None
+    marker = marker_sql("", DELEGATE_MARKER)
+    branch = marker_sql("", BRANCH_MARKER)
+    cur = conn.execute(
+        f"UPDATE sessions SET model_config = json_set(CASE WHEN json_valid(model_config) "
+        f"THEN model_config ELSE '{{}}' END, '$.{DELEGATE_MARKER}', parent_session_id) "
+        f"WHERE parent_session_id IS NOT NULL AND {marker} IS NULL "
+        f"AND NOT {lineage.listable_sql('sessions')} AND NOT EXISTS (SELECT 1 FROM sessions p "
+        "WHERE p.id = sessions.parent_session_id AND p.end_reason = 'compression')"
+    )
+    linked = cur.rowcount
+    cur = conn.execute(
+        f"UPDATE sessions SET model_config = json_set(CASE WHEN json_valid(model_config) "
+        f"THEN model_config ELSE '{{}}' END, '$.{DELEGATE_MARKER}', '{ORPHANED}') "
+        f"WHERE parent_session_id IS NULL AND {marker} IS NULL AND {branch} IS NULL "
+        "AND title IS NULL AND COALESCE(message_count, 0) <= 25 "
+        "AND EXISTS (SELECT 1 FROM messages m WHERE m.session_id = sessions.id AND m.role = 'tool')"
+        " AND NOT EXISTS (SELECT 1 FROM sessions c WHERE c.parent_session_id = sessions.id)"
+    )
+    orphaned = cur.rowcount
+    if not linked and not orphaned:
+        return None
+    return f"marked {linked} delegated runs and {orphaned} orphaned ones"
+
+
+def v18_gateway_metadata(conn: sqlite3.Connection) -> str | None:
+    """Fill gateway columns from the agent's ``sessions/sessions.json`` (schema 18)."""
+    if not _older_than(conn, 18):
+        return None
+    row = conn.execute("PRAGMA database_list").fetchone()
+    if row is None or not row[2]:
+        return None
+    changed = sessions_json.backfill_from_sessions_json(conn, Path(row[2]).parent)
+    return f"filled gateway fields of {changed} sessions from sessions.json" if changed else None
+
+
+def v20_seed_model_usage(conn: sqlite3.Connection) -> str | None:
+    """Give every session with usage and no per-model row one from its totals (schema 20)."""
+    if not _older_than(conn, 20):
+        return None
+    usage_cols = set(schema.live_columns(conn, "session_model_usage"))
+    if not usage_cols:
+        return None
+    counters = [c for c in schema.USAGE_COUNTERS if c in usage_cols]
+    totals = " + ".join(f"COALESCE(s.{c}, 0)" for c in counters)
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO session_model_usage (session_id, model, billing_provider, "
+        f"billing_base_url, billing_mode, {', '.join(counters)}, estimated_cost_usd, "
+        "actual_cost_usd, first_seen, last_seen) "
+        "SELECT s.id, COALESCE(NULLIF(s.model, ''), 'unknown'), COALESCE(s.billing_provider, ''),"
+        " COALESCE(s.billing_base_url, ''), COALESCE(s.billing_mode, ''), "
+        f"{', '.join(f'COALESCE(s.{c}, 0)' for c in counters)}, "
+        "COALESCE(s.estimated_cost_usd, 0), COALESCE(s.actual_cost_usd, 0), s.started_at, "
+        "COALESCE(s.ended_at, s.started_at) FROM sessions s "
+        f"WHERE ({totals} + COALESCE(s.estimated_cost_usd, 0) + COALESCE(s.actual_cost_usd, 0))"
+        " > 0 AND NOT EXISTS (SELECT 1 FROM session_model_usage u WHERE u.session_id = s.id)"
+    )
+    return (
+        f"seeded {cur.rowcount} per-model usage rows from session totals" if cur.rowcount else None
+    )
+
+
+def v22_usage_task_key(conn: sqlite3.Connection) -> str | None:
+    """Rebuild session_model_usage with ``task`` in its key (schema 22), keeping every row."""
+    info = conn.execute("PRAGMA table_info(session_model_usage)").fetchall()
+    if not info or any(r[1] == "task" and r[5] for r in info):
+        return None
+    cols = [r[1] for r in info]
+    conn.execute("ALTER TABLE session_model_usage RENAME TO hermes_usage_rebuild")
+    conn.execute(schema.SESSION_MODEL_USAGE_DDL)
+    keep = [c for c in cols if c in schema.column_names("session_model_usage")]
+    quoted = ", ".join(quote(c) for c in keep)
+    conn.execute(
+        f"INSERT OR IGNORE INTO session_model_usage ({quoted}) SELECT {quoted} "
+        "FROM hermes_usage_rebuild"
+    )
+    conn.execute("DROP TABLE hermes_usage_rebuild")
+    for name in ("idx_session_model_usage_session", "idx_session_model_usage_model"):
+        conn.execute(schema.UPSTREAM_INDEX_DDL[name])
+    return "rebuilt session_model_usage with task in its key"
+
+
+def heal_null_active(conn: sqlite3.Connection) -> str | None:
+    """Show again the messages an old writer stored with active = NULL (read as hidden)."""
+    if "active" not in schema.live_columns(conn, "messages"):
+        return None
+    cur = conn.execute("UPDATE messages SET active = 1 WHERE active IS NULL")
+    return f"made {cur.rowcount} messages stored without a state live" if cur.rowcount else None
 
 
 def fill_ledger_session_ids(conn: sqlite3.Connection) -> str | None:
@@ -266,6 +375,11 @@ def record_version(conn: sqlite3.Connection) -> str | None:
 STEPS: tuple[Step, ...] = (
     create_tables,
     add_columns,
+    heal_null_active,
+    v16_tag_delegate_runs,
+    v18_gateway_metadata,
+    v20_seed_model_usage,
+    v22_usage_task_key,
     fill_ledger_session_ids,
     remove_legacy_objects,
     detach_unloadable_cjk,

@@ -1,8 +1,8 @@
 """Input ownership markers and the gateway's exception-path lookup (who already wrote this turn).
 
 A received input carries a marker under ``display_metadata["owner"]``; it is never sent to a
-provider (``messages.strip_owner``). The lookup reads only markers: never bodies, never the whole
-history. When it cannot read them it raises, so the caller never appends on a guess.
+provider (``conversation.strip_owner``). The lookup reads only markers: never bodies, never the
+whole history. When it cannot read them it raises, so the caller never appends on a guess.
 """
 
 from __future__ import annotations

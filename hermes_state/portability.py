@@ -118,6 +118,15 @@ def export_session(store: Store, session_id: str) -> dict[str, Any]:
     return {**row, "messages": list(_session_messages(store, session_id))}
 
 
+def live_messages(
+    messages: Iterable[dict[str, Any]], *, include_compacted: bool, include_inactive: bool
+) -> list[dict[str, Any]]:
+    """Keep the live rows of exported messages (and the archive or every generation if asked)."""
+    if include_inactive:
+        return list(messages)
+    return [m for m in messages if m.get("active", 1) or (include_compacted and m.get("compacted"))]
+
+
 def _session_ids(
     store: Store,
     *,
@@ -662,7 +671,7 @@ class _Refused(Exception):
     """A session the store cannot take as it is (raised inside the write, so it rolls back)."""
 
 
-def _write_session(
+def write_session(
     conn: sqlite3.Connection,
     store: Store,
     session: dict[str, Any],
@@ -670,10 +679,16 @@ def _write_session(
     summary_at: Sequence[int] = (),
     *,
     on_conflict: str,
-    unlink_parent: bool,
+    unlink_parent: bool = True,
     ignored: set[str],
 ) -> str:
-    """Insert (or replace) one session and its messages inside the caller's transaction."""
+    """Insert (or replace) one session and its messages inside the caller's transaction.
+
+    Returns "imported", "replaced", "skipped" (it exists and on_conflict is "skip") or
+    "deferred" (its parent is not in the store yet and ``unlink_parent`` is false). Raises one
+    of REFUSALS when the store cannot take it as it is (nothing of it is written then, once the
+    caller rolls back).
+    """
     sid = session["id"]
     exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone() is not None
     if exists and on_conflict == "skip":
@@ -753,7 +768,7 @@ def require_import_columns(store: Store) -> None:
 
 
 # What a session the store refuses raises inside its savepoint (the others still import).
-_REFUSALS = (_Refused, sqlite3.IntegrityError, sqlite3.InterfaceError)
+REFUSALS = (_Refused, sqlite3.IntegrityError, sqlite3.InterfaceError)
 _UNBINDABLE = (OverflowError, UnicodeEncodeError, RecursionError, ValueError)
 
 
@@ -790,7 +805,7 @@ def _write_batch(
     for p in batch:
         conn.execute("SAVEPOINT hermes_import_session")
         try:
-            outcome: str | ImportIssue = _write_session(
+            outcome: str | ImportIssue = write_session(
                 conn,
                 store,
                 p.session,
@@ -800,7 +815,7 @@ def _write_batch(
                 unlink_parent=unlink_parent,
                 ignored=ignored,
             )
-        except _REFUSALS as exc:
+        except REFUSALS as exc:
             conn.execute("ROLLBACK TO hermes_import_session")
             outcome = ImportIssue(p.line, p.session["id"], str(exc))
         except _UNBINDABLE as exc:

@@ -100,6 +100,16 @@ def _split_word(raw: str) -> list[tuple[str, str, bool]]:
     return out
 
 
+def _cjk_with_punctuation(chunk: str) -> bool:
+    """Tell whether an unquoted chunk holds CJK and punctuation that would split it."""
+    from hermes_state.cjk import has_cjk
+
+    punctuated = any(
+        not (ord(ch) > 127 or ch.isalnum() or ch in _JOINERS or ch == "*") for ch in chunk
+    )
+    return punctuated and has_cjk(chunk)
+
+
 def _tokens(text: str) -> list[tuple[str, str, bool]]:
     """Scan text into operator, word and phrase tokens (unbalanced quotes dropped)."""
     tokens: list[tuple[str, str, bool]] = []
@@ -123,7 +133,12 @@ def _tokens(text: str) -> list[tuple[str, str, bool]]:
             j = i
             while j < n and not text[j].isspace() and text[j] != '"':
                 j += 1
-            tokens.extend(_split_word(text[i:j]))
+            chunk = text[i:j]
+            if _cjk_with_punctuation(chunk):
+                # CJK is written without spaces: "100%完成" means that text, not two words.
+                tokens.append(("phrase", chunk, False))
+            else:
+                tokens.extend(_split_word(chunk))
             i = j
     return tokens
 

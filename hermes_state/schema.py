@@ -230,6 +230,16 @@ CREATE TABLE IF NOT EXISTS delivery_obligations (
     lease_expires_at REAL
 )"""
 
+# Counters a usage report adds to a session and to its per-route usage row.
+USAGE_COUNTERS = (
+    "api_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
 SCHEMA_VERSION_DDL = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
 
 # Tables of schema 31, in creation order (delivery_obligations only on first use).
@@ -567,3 +577,30 @@ def _projection(live: tuple[str, ...], wanted: tuple[str, ...], alias: str) -> s
     prefix = f"{alias}." if alias else ""
     parts = [f"{prefix}{quote(c)}" if c in have else f"NULL AS {quote(c)}" for c in wanted]
     return ", ".join(parts)
+
+
+# The agent's module-level schema script (``hermes_state.SCHEMA_SQL``): the tables and indexes of
+# schema 31, runnable with executescript on an empty database.
+SCHEMA_SQL = (
+    ";\n".join([*UPSTREAM_TABLE_DDL.values(), *UPSTREAM_INDEX_DDL.values(), TITLE_INDEX_DDL])
+    + ";\n"
+)
+
+
+def parse_schema_columns(schema_sql: str) -> dict[str, dict[str, str]]:
+    """Return {table: {column: declared type}} of every CREATE TABLE in a schema script."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(schema_sql)
+        tables = [
+            r[0]
+            for r in mem.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        return {
+            t: {r[1]: r[2] or "" for r in mem.execute(f"PRAGMA table_info({quote(t)})")}
+            for t in tables
+        }
+    finally:
+        mem.close()

@@ -30,13 +30,14 @@ scoring all of them (~0.9 s for half of 1 M rows). So ``sort="rank"`` collects t
 every match. The trigram and scan routes cannot rank: their hits come newest first, and
 ``strict_sort=True`` turns that into :class:`SortUnavailableError` instead.
 
-Hits carry the documented ``HIT_KEYS``; ``context`` lists the visible messages (same visibility
-rules as the hits) just before and after the hit in its session, each ``{id, role, content}``
-with content cut to ``CONTEXT_CHARS``. A prefix shorter than ``MIN_PREFIX_CHARS`` (``th*``) is
-searched as a word. FTS5 expands a prefix by merging the doclists of every matching term, once per
-statement, so a prefix query walks in two windows (the newest, then all the rest). A query
-whose every candidate is a hit (an index lookup with no narrowing filter and no further check)
-walks in one: a window per lookup is what a rare word would otherwise pay for.
+Hits carry the documented ``HIT_KEYS``; ``context`` is the hit in its surroundings: the visible
+message (same visibility rules as the hits) just before it in its session, the hit itself and
+the one just after, each ``{id, role, content}`` with content cut to ``CONTEXT_CHARS``. A
+prefix shorter than ``MIN_PREFIX_CHARS`` (``th*``) is searched as a word. FTS5 expands a prefix
+by merging the doclists of every matching term, once per statement, so a prefix query walks in
+two windows (the newest, then all the rest). A query whose every candidate is a hit (an index
+lookup with no narrowing filter and no further check) walks in one: a window per lookup is what a
+rare word would otherwise pay for.
 """
 
 from __future__ import annotations
@@ -939,7 +940,7 @@ def _hit_statement(
         text = "NULL, " + schema.projection(live, ("content", "tool_calls"), "m")
         source = "messages m"
         where = f"m.id IN ({marks(count)})"
-    context = "NULL, NULL, NULL, NULL, NULL, NULL"
+    context = "NULL, NULL, NULL, NULL, NULL, NULL, NULL"
     joins = ""
     if with_context:
         # Text is cut in SQL; structured content starts with a NUL, which ends SQLite's view of
@@ -948,7 +949,10 @@ def _hit_statement(
             "CASE WHEN substr({a}.content, 1, 1) = '' THEN {a}.content "
             f"ELSE substr({{a}}.content, 1, {CONTEXT_CHARS * 4}) END"
         )
-        context = f"b.id, b.role, {cut.format(a='b')}, a.id, a.role, {cut.format(a='a')}"
+        context = (
+            f"b.id, b.role, {cut.format(a='b')}, a.id, a.role, {cut.format(a='a')}, "
+            f"{cut.format(a='m')}"
+        )
         neighbour = (
             "(SELECT p.id FROM messages p WHERE p.session_id = m.session_id AND p.id {op} m.id "
             f"AND {visible} ORDER BY p.id {{order}} LIMIT 1)"
@@ -964,18 +968,21 @@ def _hit_statement(
 
 
 def _context_of(row: Sequence[Any]) -> list[dict[str, Any]]:
-    """Return a hit row's context: its before and after messages ({id, role, content})."""
+    """Return a hit row's context: the message before, the hit, the message after."""
     context = []
-    for at in (_BEFORE, _AFTER):
-        if row[at] is None:
-            continue
-        text = content_text(row[at + 2], sep=" ")[:CONTEXT_CHARS]
-        context.append({"id": row[at], "role": row[at + 1], "content": text})
+    if row[_BEFORE] is not None:
+        text = content_text(row[_BEFORE + 2], sep=" ")[:CONTEXT_CHARS]
+        context.append({"id": row[_BEFORE], "role": row[_BEFORE + 1], "content": text})
+    hit = content_text(row[_HIT_TEXT], sep=" ")[:CONTEXT_CHARS]
+    context.append({"id": row[0], "role": row[2], "content": hit})
+    if row[_AFTER] is not None:
+        text = content_text(row[_AFTER + 2], sep=" ")[:CONTEXT_CHARS]
+        context.append({"id": row[_AFTER], "role": row[_AFTER + 1], "content": text})
     return context
 
 
 # Column positions in _hit_sql's rows.
-_SNIPPET, _CONTENT, _TOOL_CALLS, _BEFORE, _AFTER = 8, 9, 10, 11, 14
+_SNIPPET, _CONTENT, _TOOL_CALLS, _BEFORE, _AFTER, _HIT_TEXT = 8, 9, 10, 11, 14, 17
 
 
 def _hits(

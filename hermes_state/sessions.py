@@ -20,6 +20,7 @@ from hermes_state.errors import (
     TitleInUseError,
 )
 from hermes_state.home import named_profile_of
+from hermes_state.lineage import ancestors_in
 from hermes_state.schema import column_names, projection
 from hermes_state.sql import chunks, escape_like, marks
 from hermes_state.text import bindable, scrub_surrogates
@@ -170,6 +171,47 @@ def reopen_session(store: Store, session_id: str) -> None:
     store.write(fn)
 
 
+# Ends the gateway's recovery treats as accidents (a reset after them must still count as one).
+ACCIDENTAL_END_REASONS = ("agent_close", "ws_orphan_reap")
+
+
+def promote_to_session_reset(store: Store, session_id: str, reason: str = "session_reset") -> bool:
+    """End a session as a deliberate reset; tell whether it was changed.
+
+    A live session, or one ended by accident, is ended with ``reason``; any other end (a
+    compression, an earlier reset) stays, since the first deliberate end wins. Never raises:
+    False also covers an unknown session and a store that could not be written.
+    """
+    if not session_id:
+        return False
+    accidental = ", ".join(f"'{r}'" for r in ACCIDENTAL_END_REASONS)
+
+    def fn(conn: sqlite3.Connection) -> bool:
+        cur = conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? "
+            f"AND (ended_at IS NULL OR end_reason IN ({accidental}))",
+            (time.time(), bindable(reason), bindable(session_id)),
+        )
+        return cur.rowcount > 0
+
+    try:
+        return store.write(fn)
+    except (HermesStateError, sqlite3.Error):
+        return False
+
+
+def update_session_meta(
+    store: Store, session_id: str, model_config_json: str, model: str | None = None
+) -> None:
+    """Replace a session's model_config (JSON text) and, when given, its model."""
+    store.write(
+        lambda conn: conn.execute(
+            "UPDATE sessions SET model_config = ?, model = COALESCE(?, model) WHERE id = ?",
+            (scrub_surrogates(model_config_json), bindable(model), bindable(session_id)),
+        )
+    )
+
+
 def require_session_in(conn: sqlite3.Connection, session_id: str) -> None:
     """Raise SessionNotFoundError unless the session exists (inside the caller's transaction)."""
     if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
@@ -291,21 +333,39 @@ def sanitize_title(title: str | None) -> str | None:
 
 
 def set_session_title(
-    store: Store, session_id: str, title: str | None, *, source: str = "user"
+    store: Store,
+    session_id: str,
+    title: str | None,
+    *,
+    source: str = "user",
+    only_if_empty: bool = False,
 ) -> str | None:
-    """Set (or with None/empty clear) a session's title; return the stored title."""
+    """Set (or with None/empty clear) a session's title; return the stored title.
+
+    Titles are unique. When the title is held by a session this one continues through
+    compression (an ended part of the same conversation, hidden behind it in pickers), it moves
+    here instead of conflicting: renaming the live tip back to the conversation's name must
+    work. ``only_if_empty`` sets it only when the session has none yet (an automatic title never
+    replaces the user's); the current title is returned then.
+    """
     clean = sanitize_title(title)
     # Stores of older schemas (Hermes Agent 0.19) have no title_source: write what they have.
     with_source = "title_source" in store.columns("sessions")
 
     def fn(conn: sqlite3.Connection) -> str | None:
-        require_session_in(conn, session_id)
+        row = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise SessionNotFoundError(f"No session with id {session_id}")
+        if only_if_empty and row[0] is not None:
+            return str(row[0])
         if clean is not None:
             holder = conn.execute(
                 "SELECT id FROM sessions WHERE title = ? AND id <> ?", (clean, session_id)
             ).fetchone()
             if holder is not None:
-                raise TitleInUseError(clean, holder[0])
+                if holder[0] not in ancestors_in(conn, session_id):
+                    raise TitleInUseError(clean, holder[0])
+                conn.execute("UPDATE sessions SET title = NULL WHERE id = ?", (holder[0],))
         if with_source:
             conn.execute(
                 "UPDATE sessions SET title = ?, title_source = ? WHERE id = ?",
@@ -536,12 +596,12 @@ def _listing_filters(
     return where, params
 
 
-def make_preview(text: str | None) -> str:
+def make_preview(text: str | None, ellipsis: str = "…") -> str:
     """Flatten a message into a one-line preview of at most 60 characters plus an ellipsis."""
     if not text:
         return ""
     flat = " ".join(str(text).split())
-    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + "…"
+    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS] + ellipsis
 
 
 def list_sessions(
@@ -670,77 +730,6 @@ def distinct_sources(store: Store) -> list[str]:
         "SELECT DISTINCT source FROM sessions WHERE source IS NOT NULL ORDER BY source"
     ).fetchall()
     return [r[0] for r in rows]
-
-
-# --- usage and statistics -------------------------------------------------------------------
-
-USAGE_COUNTERS = (
-    "api_call_count",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
-
-
-def record_usage(
-    store: Store,
-    session_id: str,
-    model: str,
-    *,
-    task: str = "",
-    billing_provider: str = "",
-    billing_base_url: str = "",
-    billing_mode: str = "",
-    estimated_cost_usd: float = 0.0,
-    actual_cost_usd: float | None = None,
-    at: float | None = None,
-    **counters: int,
-) -> None:
-    """Add one API call's token counts and cost to the session and its per-model usage row."""
-    unknown = set(counters) - set(USAGE_COUNTERS)
-    if unknown:
-        raise TypeError(f"record_usage() got unexpected counters: {', '.join(sorted(unknown))}")
-    counts = {c: int(counters.get(c, 0)) for c in USAGE_COUNTERS}
-    if "api_call_count" not in counters:
-        counts["api_call_count"] = 1  # one call unless the caller says how many
-    now = time.time() if at is None else float(at)
-
-    def fn(conn: sqlite3.Connection) -> None:
-        require_session_in(conn, session_id)
-        sets = ", ".join(f"{c} = COALESCE({c}, 0) + ?" for c in USAGE_COUNTERS)
-        conn.execute(
-            f"UPDATE sessions SET {sets}, "
-            "estimated_cost_usd = COALESCE(estimated_cost_usd, 0) + ?, "
-            # An unknown actual cost stays unknown, so statistics fall back to the estimate.
-            "actual_cost_usd = CASE WHEN ? IS NULL THEN actual_cost_usd"
-            " ELSE COALESCE(actual_cost_usd, 0) + ? END, "
-            "model = COALESCE(model, ?) WHERE id = ?",
-            [
-                *counts.values(),
-                estimated_cost_usd,
-                actual_cost_usd,
-                actual_cost_usd,
-                model,
-                session_id,
-            ],
-        )
-        key = (session_id, model, billing_provider, billing_base_url, billing_mode, task)
-        adds = ", ".join(f"{c} = {c} + excluded.{c}" for c in USAGE_COUNTERS)
-        conn.execute(
-            "INSERT INTO session_model_usage (session_id, model, billing_provider, "
-            "billing_base_url, billing_mode, task, "
-            f"{', '.join(USAGE_COUNTERS)}, estimated_cost_usd, actual_cost_usd, first_seen, "
-            f"last_seen) VALUES ({', '.join('?' for _ in range(6 + len(USAGE_COUNTERS) + 4))}) "
-            "ON CONFLICT(session_id, model, billing_provider, billing_base_url, billing_mode, task)"
-            f" DO UPDATE SET {adds}, estimated_cost_usd = estimated_cost_usd + "
-            "excluded.estimated_cost_usd, actual_cost_usd = actual_cost_usd + "
-            "excluded.actual_cost_usd, last_seen = excluded.last_seen",
-            [*key, *counts.values(), estimated_cost_usd, actual_cost_usd or 0.0, now, now],
-        )
-
-    store.write(fn)
 
 
 class MessageCounts(NamedTuple):

@@ -1,4 +1,8 @@
-"""Text hygiene shared by every writer and lookup: lone surrogates cannot be bound by sqlite3."""
+"""Text hygiene shared by every writer and lookup: lone surrogates cannot be bound by sqlite3.
+
+Each lone surrogate becomes U+FFFD, as the agent's own store does: the rest of the text is kept
+and the place where something unreadable was stays visible.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +12,16 @@ from typing import Any
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
-def _replace_surrogates(value: Any, replacement: str) -> Any:
+def scrub_surrogates(value: Any) -> Any:
+    """Replace lone surrogates in a string with U+FFFD (other values pass through unchanged)."""
     if not isinstance(value, str):
         return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE_RE.sub(replacement, value)
+        return _SURROGATE_RE.sub("\ufffd", value)
     return value
 
 
-def scrub_surrogates(value: Any) -> Any:
-    """Remove lone surrogates from a string (other values pass through unchanged)."""
-    return _replace_surrogates(value, "")
-
-
-def bindable(value: Any) -> Any:
-    """Make text safe to bind as a query parameter: lone surrogates become U+FFFD.
-
-    Unlike scrub_surrogates (for stored text), the result never equals a different stored value
-    by accident: stored text never contains lone surrogates, so a lookup with one matches nothing.
-    """
-    return _replace_surrogates(value, "\ufffd")
+# Lookups bind text the way writers store it, so a value written with a lone surrogate is found.
+bindable = scrub_surrogates

@@ -16,9 +16,10 @@ from hermes_state.compression import (
     rotate_session,
 )
 from hermes_state.connection import Store
+from hermes_state.conversation import get_messages_as_conversation
 from hermes_state.db import SessionDB
 from hermes_state.errors import SessionNotFoundError
-from hermes_state.messages import append_messages, get_messages, get_messages_as_conversation
+from hermes_state.messages import append_messages, get_messages
 from hermes_state.sessions import create_session, end_session, get_session
 
 T0 = 1_700_000_000.0

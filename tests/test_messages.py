@@ -128,7 +128,9 @@ def test_structured_content_round_trips(s1: SessionDB) -> None:
     assert s1.get_messages("s1")[0]["content"] == parts
 
 
-def test_lone_surrogates_are_removed_instead_of_failing_the_write(s1: SessionDB) -> None:
+def test_lone_surrogates_become_replacement_characters_instead_of_failing_the_write(
+    s1: SessionDB,
+) -> None:
     msg_id = s1.append_message(
         "s1",
         "assistant",
@@ -136,12 +138,12 @@ def test_lone_surrogates_are_removed_instead_of_failing_the_write(s1: SessionDB)
         reasoning="think\udfffing",
         display_metadata={"k": "x\udc00y"},
     )
-    assert stored(s1, msg_id, "content") == "ab"
+    assert stored(s1, msg_id, "content") == "a\ufffdb"
     row = s1.get_messages("s1")[0]
     assert (row["content"], row["reasoning"], row["display_metadata"]) == (
-        "ab",
-        "thinking",
-        {"k": "xy"},
+        "a\ufffdb",
+        "think\ufffding",
+        {"k": "x\ufffdy"},
     )
 
 
@@ -149,7 +151,7 @@ def test_a_surrogate_in_one_row_does_not_lose_the_rest_of_the_batch(s1: SessionD
     s1.append_messages(
         "s1", [{"role": "user", "content": "clean"}, {"role": "user", "content": "bad\ud83d"}]
     )
-    assert [m["content"] for m in s1.get_messages("s1")] == ["clean", "bad"]
+    assert [m["content"] for m in s1.get_messages("s1")] == ["clean", "bad\ufffd"]
 
 
 # --- uids ------------------------------------------------------------------------------------

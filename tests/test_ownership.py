@@ -10,8 +10,9 @@ import pytest
 
 from hermes_state.compression import compact_session, rotate_session
 from hermes_state.connection import Store
+from hermes_state.conversation import get_messages_as_conversation
 from hermes_state.db import SessionDB
-from hermes_state.messages import append_message, get_messages, get_messages_as_conversation
+from hermes_state.messages import append_message, get_messages
 from hermes_state.ownership import (
     OwnershipLookupError,
     find_owned_input,

@@ -84,7 +84,7 @@ def test_snippet_marks_matches(store: Store) -> None:
     assert ">>>docker<<<" in hit["snippet"]
 
 
-def test_context_is_previous_and_next_message_cut_to_200_chars(store: Store) -> None:
+def test_context_is_previous_message_the_hit_and_next_cut_to_200_chars(store: Store) -> None:
     before = add(store, "q" * 500)
     mid = add(store, "the answer is docker", role="assistant")
     after = add(store, "thanks")
@@ -93,6 +93,7 @@ def test_context_is_previous_and_next_message_cut_to_200_chars(store: Store) -> 
     assert hit["id"] == mid
     assert [(c["id"], c["role"], len(c["content"])) for c in hit["context"]] == [
         (before, "user", 200),
+        (mid, "assistant", 20),
         (after, "user", 6),
     ]
 
@@ -109,20 +110,21 @@ def test_context_skips_rewound_and_hidden_neighbours(store: Store, query: str) -
     assert result.route == ("word" if query == "answer" else "trigram")
     (hit,) = result
     assert hit["id"] == mid and ">>>" in hit["snippet"]
-    assert [c["id"] for c in hit["context"]] == [shown_before, shown_after]
+    assert [c["id"] for c in hit["context"]] == [shown_before, mid, shown_after]
     # Rewound context is shown again when inactive rows are asked for; hidden never.
     (hit,) = search_messages(store, query, include_inactive=True)
-    assert [c["id"] for c in hit["context"]] == [rewound, shown_after]
+    assert [c["id"] for c in hit["context"]] == [rewound, mid, shown_after]
 
 
 def test_context_of_structured_content_is_its_text(store: Store) -> None:
     # Structured content is stored behind a NUL marker: SQLite's substr() sees it as empty.
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 3000}}
     before = add(store, [{"type": "text", "text": "look at this picture"}, image])
-    add(store, "the quetzal in the picture", role="assistant")
+    mid = add(store, "the quetzal in the picture", role="assistant")
     (hit,) = search_messages(store, "quetzal")
     assert hit["context"] == [
-        {"id": before, "role": "user", "content": "look at this picture [image_url]"}
+        {"id": before, "role": "user", "content": "look at this picture [image_url]"},
+        {"id": mid, "role": "assistant", "content": "the quetzal in the picture"},
     ]
 
 
@@ -470,9 +472,9 @@ def test_read_only_search_of_an_upstream_layout(db_path: Path) -> None:
 
 def test_filter_values_with_lone_surrogates_do_not_raise(store: Store) -> None:
     mid = add(store, "deploy now")
-    # Writers drop lone surrogates before binding too, so "cli\ud800" names source "cli".
-    assert ids(search_messages(store, "deploy", source_filter=["cli\ud800"])) == [mid]
-    assert search_messages(store, "deploy", exclude_sources="\udfffcli") == []
+    # A lone surrogate reads as U+FFFD, as writers store it: "cli\ud800" is another source.
+    assert search_messages(store, "deploy", source_filter=["cli\ud800"]) == []
+    assert ids(search_messages(store, "deploy", exclude_sources="\udfffcli")) == [mid]
 
 
 def test_wildcard_term_next_to_another_term_finds_substrings_without_crashing(
@@ -517,9 +519,10 @@ def test_index_walk_cut_by_the_budget_is_partial_and_complete_finds_everything(
     assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 401
 
 
-def test_cjk_word_split_by_a_lone_surrogate_is_indexed_as_stored(store: Store) -> None:
-    mid = add(store, "会議は東\ud800京で")  # stored as 会議は東京で: the surrogate is removed
-    assert ids(search_messages(store, "東京")) == [mid]
+def test_cjk_text_with_a_lone_surrogate_is_indexed_as_stored(store: Store) -> None:
+    mid = add(store, "会議は東\ud800京で")  # stored as 会議は東\ufffd京で
+    assert ids(search_messages(store, "会議")) == [mid]
+    assert search_messages(store, "東京") == []  # the replacement character stays between them
     assert fts.integrity_check(store.conn) == []
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import sessions
+from hermes_state import maintenance, sessions
 from hermes_state.db import SessionDB
 from hermes_state.errors import (
     AmbiguousSessionIdError,
@@ -201,7 +201,7 @@ def test_clearing_a_title_frees_it_for_another_session(db: SessionDB, cleared: s
     db.create_session("s1", "cli")
     db.create_session("s2", "cli")
     db.set_session_title("s1", "Shared")
-    assert db.set_session_title("s1", cleared) is False
+    assert db.set_session_title("s1", cleared) is True  # the session exists: it was cleared
     assert db.get_session_title("s1") is None
     assert db.set_session_title("s2", "Shared") is True
 
@@ -489,8 +489,9 @@ def closed_store(db_path: Path) -> Path:
     [
         (lambda db: db.end_session("nope", "x"), SessionNotFoundError),
         (lambda db: db.append_message("nope", "user", "x"), SessionNotFoundError),
-        (lambda db: db.set_session_title("nope", "x"), SessionNotFoundError),
-        (lambda db: db.delete_session("nope"), SessionNotFoundError),
+        # The concern modules raise; SessionDB answers False there, as the agent's class does.
+        (lambda db: sessions.set_session_title(db.store, "nope", "x"), SessionNotFoundError),
+        (lambda db: maintenance.delete_session(db.store, "nope"), SessionNotFoundError),
         (lambda db: db.find_session("nope"), SessionNotFoundError),
         (lambda db: db.set_session_title("s2", "y" * 101), InvalidTitleError),
         (lambda db: db.set_session_title("s2", "Taken"), TitleInUseError),
