@@ -263,6 +263,11 @@ def main(argv: list[str] | None = None) -> None:
         from hermes_cli.complete import main as complete
 
         raise SystemExit(complete(rest[1:]))
+    from hermes_cli.environment import beside_agent_warning
+
+    warning = beside_agent_warning()
+    if warning:
+        sys.stderr.write(warning)
     get_command().main(args=rest, prog_name="hermes")
 
 
