@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -1041,17 +1041,28 @@ class SessionDB:
         platform_message_id: str | None = None,
         observed: bool = False,
         effect_disposition: str | None = None,
+        _compressed_summary: bool = False,
         timestamp: float | None = None,
         api_content: str | None = None,
         display_kind: str | None = None,
         display_metadata: Mapping[str, Any] | None = None,
+        compression_lock_holder: str | None = None,
+        turn_lease_holder: str | None = None,
+        turn_lease_ttl_seconds: float = 300.0,
         message_uid: str | None = None,
         *,
         absorbed_message_uids: list[str] | None = None,
         tool_call_uids: Mapping[str, Any] | None = None,
         tool_call_uid: str | None = None,
     ) -> int:
-        """Append one message; return its row id."""
+        """Append one message; return its row id.
+
+        The parameters are the agent's, in its order. ``_compressed_summary`` marks the row as
+        a compression summary. ``compression_lock_holder``, ``turn_lease_holder`` and
+        ``turn_lease_ttl_seconds`` are accepted so the agent's calls line up, and not checked:
+        they are fences of the agent's own turn machinery, which this library does not run
+        (its writes are serialised by SQLite transactions).
+        """
         return msg.append_message(
             self.store,
             session_id,
@@ -1078,6 +1089,7 @@ class SessionDB:
             absorbed_message_uids=absorbed_message_uids,
             tool_call_uids=tool_call_uids,
             tool_call_uid=tool_call_uid,
+            _compressed_summary=_compressed_summary,
         )
 
     def append_messages(self, session_id: str, batch: list[dict[str, Any]]) -> list[int]:
@@ -1085,9 +1097,19 @@ class SessionDB:
         return msg.append_messages(self.store, session_id, batch)
 
     def append_messages_batch(
-        self, session_id: str, messages: list[Mapping[str, Any]], chunk_rows: int | None = None
+        self,
+        session_id: str,
+        messages: list[Mapping[str, Any]],
+        compression_lock_holder: str | None = None,
+        turn_lease_holder: str | None = None,
+        chunk_rows: int | None = None,
+        turn_lease_ttl_seconds: float = 300.0,
     ) -> int:
-        """Append messages in one transaction (or chunks of chunk_rows); return how many."""
+        """Append messages in one transaction (or chunks of chunk_rows); return how many.
+
+        The lock and lease parameters are the agent's turn fences, accepted so its calls line
+        up and not checked (see append_message).
+        """
         return msg.append_messages_batch(self.store, session_id, messages, chunk_rows)
 
     def replace_messages(
@@ -1096,8 +1118,13 @@ class SessionDB:
         messages: list[Mapping[str, Any]],
         active_only: bool = False,
         archive_dropped: bool = False,
+        reject_active_turn_lease: bool = False,
     ) -> None:
-        """Replace a session's messages (archive_dropped: keep the dropped turns, taken back)."""
+        """Replace a session's messages (archive_dropped: keep the dropped turns, taken back).
+
+        ``reject_active_turn_lease`` is accepted so the agent's calls line up; its turn leases
+        are the agent's own machinery, which this library does not run.
+        """
         msg.replace_messages(self.store, session_id, messages, active_only, archive_dropped)
 
     def get_messages(
@@ -1199,9 +1226,17 @@ class SessionDB:
         """Attach the provider-bound text to the newest live user row if it is that message."""
         return msg.set_latest_user_api_content(self.store, session_id, content, api_content)
 
-    def rewind_to_message(self, session_id: str, target_message_id: int) -> dict[str, Any]:
+    def rewind_to_message(
+        self,
+        session_id: str,
+        target_message_id: int,
+        *,
+        expected_active_ids: list[int] | None = None,
+    ) -> dict[str, Any]:
         """Take back a user message and everything after it (kept on disk, hidden)."""
-        return rewind.rewind_to_message(self.store, session_id, target_message_id)
+        return rewind.rewind_to_message(
+            self.store, session_id, target_message_id, expected_active_ids=expected_active_ids
+        )
 
     def restore_rewound(self, session_id: str, since_message_id: int) -> int:
         """Bring back rows taken back from since_message_id on."""
@@ -1227,17 +1262,19 @@ class SessionDB:
         offset: int = 0,
         sort: str | None = None,
         include_inactive: bool = False,
-        *,
+        fields: Collection[str] | None = None,
         after_ts: float | None = None,
         before_ts: float | None = None,
+        *,
         complete: bool = False,
     ) -> search.SearchResult:
         """Search message text; the result list says which ordering and route were used.
 
-        ``after_ts``/``before_ts`` (epoch seconds) keep messages written in [after, before);
-        ``complete=True`` examines every candidate and ranks every match (no work budget).
+        ``fields`` keeps only those keys of each hit; ``after_ts``/``before_ts`` (epoch
+        seconds) keep messages written in [after, before); ``complete=True`` examines every
+        candidate and ranks every match (no work budget).
         """
-        return search.search_messages(
+        result = search.search_messages(
             self.store,
             query,
             source_filter=source_filter,
@@ -1251,6 +1288,10 @@ class SessionDB:
             before=before_ts,
             complete=complete,
         )
+        if fields is not None:
+            keep = set(fields)
+            result[:] = [{k: v for k, v in hit.items() if k in keep} for hit in result]
+        return result
 
     def count_matches(self, query: str, **options: Any) -> search.MatchCount:
         """Count the messages a search would page through (under a time budget)."""
@@ -1268,33 +1309,76 @@ class SessionDB:
         """Delete a session's messages, keeping the session."""
         maintenance.clear_messages(self.store, session_id)
 
-    def delete_session(self, session_id: str, sessions_dir: Path | None = None) -> bool:
-        """Delete a session, its messages and the runs it delegated; False when unknown.
+    def delete_session(
+        self,
+        session_id: str,
+        sessions_dir: Path | None = None,
+        expected_delete_ids: list[str] | None = None,
+        expected_display_messages: dict[str, list[dict[str, Any]]] | None = None,
+        exclude_active_write_guards: bool = False,
+        include_compression_chain: bool = False,
+    ) -> bool:
+        """Delete a session, its messages and the runs it delegated; False when nothing went.
 
-        Refused (LedgerBusyError) while its runtime-ledger work is open. With ``sessions_dir``
-        the agent's transcript files of the deleted sessions go too.
+        ``include_compression_chain`` deletes the whole conversation (every compression part).
+        The guards of a client that showed the user what would go: ``expected_delete_ids``
+        (exactly those sessions would be deleted) and ``expected_display_messages`` (each listed
+        session still has that many live messages); ``exclude_active_write_guards`` keeps a
+        session the agent is using (a live compression lock or turn lease). When a guard does
+        not hold, nothing is deleted and the answer is False. Refused (LedgerBusyError) while
+        runtime-ledger work is open. With ``sessions_dir`` the transcript files go too.
         """
+        conn = self.store.conn
         if ses.get_session(self.store, session_id) is None:
             return False
-        runs = maintenance.delegated_runs_in(self.store.conn, [session_id])
+        chain = (
+            lineage.compression_lineage(self.store, session_id) if include_compression_chain else []
+        )
+        going = maintenance.deletion_of(conn, [session_id, *chain])
+        if expected_delete_ids is not None and set(expected_delete_ids) != set(going):
+            return False
+        if expected_display_messages is not None and any(
+            msg.message_count(self.store, sid, live_only=True) != len(shown)
+            for sid, shown in expected_display_messages.items()
+        ):
+            return False
+        if exclude_active_write_guards and maintenance.in_use(conn, going):
+            return False
         try:
-            maintenance.delete_session(self.store, session_id)
+            maintenance.delete_session(self.store, session_id, with_ids=chain)
         except SessionNotFoundError:
             return False
-        transcripts.remove_session_files(sessions_dir, [session_id, *runs])
+        transcripts.remove_session_files(sessions_dir, going)
         return True
 
     def delete_sessions(
         self,
         session_ids: list[str],
         sessions_dir: Path | None = None,
+        exclude_active_write_guards: bool = False,
         skipped_ids: list[str] | None = None,
+        include_compression_chain: bool = False,
     ) -> int:
         """Delete the listed sessions that exist in one transaction; return how many went.
 
-        A session with open ledger work is kept (its id appended to ``skipped_ids``).
+        A session with open ledger work (or, with ``exclude_active_write_guards``, one the agent
+        is using) is kept and its id appended to ``skipped_ids``. ``include_compression_chain``
+        takes each one's whole conversation.
         """
-        gone = maintenance.delete_sessions(self.store, session_ids, skipped=skipped_ids)
+        ids = list(session_ids)
+        if include_compression_chain:
+            ids += [
+                other
+                for sid in session_ids
+                if isinstance(sid, str)
+                for other in lineage.compression_lineage(self.store, sid)
+            ]
+        if exclude_active_write_guards:
+            busy = set(maintenance.in_use(self.store.conn, [s for s in ids if isinstance(s, str)]))
+            if skipped_ids is not None:
+                skipped_ids.extend(sorted(busy))
+            ids = [s for s in ids if s not in busy]
+        gone = maintenance.delete_sessions(self.store, ids, skipped=skipped_ids)
         transcripts.remove_session_files(sessions_dir, gone)
         return len(gone)
 
@@ -1343,10 +1427,21 @@ class SessionDB:
         return result.sessions
 
     def list_prune_candidates(
-        self, older_than_days: float | None = None, source: str | None = None, **filters: Any
+        self,
+        older_than_days: float | None = None,
+        source: str | None = None,
+        *,
+        whole_lineages: bool = False,
+        **filters: Any,
     ) -> list[dict[str, Any]]:
-        """Return the sessions a prune with these filters would consider, least active first."""
-        return maintenance.list_prune_candidates(self.store, older_than_days, source, **filters)
+        """Return the sessions a prune with these filters would consider, least active first.
+
+        ``whole_lineages`` leaves out the compression ancestors a prune keeps because a later
+        part of their conversation stays.
+        """
+        return maintenance.list_prune_candidates(
+            self.store, older_than_days, source, whole_lineages=whole_lineages, **filters
+        )
 
     def archive_sessions(
         self, older_than_days: float | None = None, source: str | None = None, **filters: Any
@@ -1360,8 +1455,10 @@ class SessionDB:
         min_interval_hours: int = 24,
         vacuum: bool = True,
         sessions_dir: Path | None = None,
+        min_vacuum_interval_days: int = 30,
+        min_vacuum_freelist_ratio: float = auto_maintenance.MIN_FREELIST_RATIO,
     ) -> dict[str, Any]:
-        """Prune old sessions at most once per interval, then VACUUM; never raises."""
+        """Prune old sessions at most once per interval, then VACUUM when worth it; never raises."""
         return auto_maintenance.maybe_prune_and_vacuum(
             self.store,
             lambda days, where: self.prune_sessions(days, sessions_dir=where),
@@ -1370,6 +1467,8 @@ class SessionDB:
             min_interval_hours=min_interval_hours,
             vacuum=vacuum,
             sessions_dir=sessions_dir,
+            min_vacuum_interval_days=min_vacuum_interval_days,
+            min_vacuum_freelist_ratio=min_vacuum_freelist_ratio,
         )
 
     def prune(
@@ -1411,8 +1510,11 @@ class SessionDB:
         """Return a state_meta value, or None."""
         return meta.get(self.store.conn, key)
 
-    def set_meta(self, key: str, value: str) -> None:
-        """Set a state_meta value."""
+    def set_meta(self, key: str, value: str, *, cursor: sqlite3.Cursor | None = None) -> None:
+        """Set a state_meta value (inside the caller's transaction when given its cursor)."""
+        if cursor is not None:
+            meta.put(cursor.connection, key, value)
+            return
         self.store.write(lambda conn: meta.put(conn, key, value))
 
     # --- export and import ---------------------------------------------------------------------

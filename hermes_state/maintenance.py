@@ -197,20 +197,34 @@ def clear_messages(store: Store, session_id: str) -> int:
     return store.write(fn)
 
 
-def delete_session(store: Store, session_id: str) -> int:
+def delete_session(store: Store, session_id: str, *, with_ids: Sequence[str] = ()) -> int:
     """Delete a session, its messages and terminal ledger rows; return messages deleted.
 
     Children are re-pointed to the deleted session's parent; runs it delegated are deleted with
-    it. Refused with LedgerBusyError while the session (or such a run) has open runtime work.
+    it, and so are the sessions of ``with_ids`` (the rest of its conversation, say), all in one
+    transaction. Refused with LedgerBusyError while any of them (or such a run) has open runtime
+    work.
     """
 
     def fn(conn: sqlite3.Connection) -> int:
         require_session_in(conn, session_id)
-        for sid in [session_id, *delegated_runs_in(conn, [session_id])]:
+        ids = list(dict.fromkeys([session_id, *with_ids]))
+        for sid in [*ids, *delegated_runs_in(conn, ids)]:
             _refuse_if_busy(conn, sid)
-        return _delete_in(conn, [session_id]).messages
+        return _delete_in(conn, ids).messages
 
     return store.write(fn)
+
+
+def deletion_of(conn: sqlite3.Connection, ids: Sequence[str]) -> list[str]:
+    """Return every session deleting these would remove (they and the runs they delegated)."""
+    return [*dict.fromkeys(ids), *delegated_runs_in(conn, ids)]
+
+
+def in_use(conn: sqlite3.Connection, session_ids: Iterable[str]) -> list[str]:
+    """Return the sessions among these the agent is using now (live compression lock or lease)."""
+    now = time.time()
+    return [sid for sid in session_ids if _in_use(conn, sid, now)]
 
 
 # --- the agent's bulk deletes ------------------------------------------------------------------
@@ -337,16 +351,23 @@ def list_prune_candidates(
     store: Store,
     older_than_days: float | None = None,
     source: str | None = None,
+    *,
+    whole_lineages: bool = False,
     **filters: Any,
 ) -> list[dict[str, Any]]:
     """Return the sessions a prune with these filters would consider, least recently active first.
 
     Each row has id, source, title, model, started_at, last_active, ended_at, message_count
-    and archived. It is the selection before the prune's safety rules (open ledger work, a
-    continuing lineage) keep some of them.
+    and archived. It is the selection before the prune's ledger rule (open work) keeps some of
+    them; ``whole_lineages`` applies the lineage rule too (a compression ancestor stays while a
+    later part of its conversation does).
     """
     scope, cutoff = _agent_scope(older_than_days, source, filters)
-    ids = [sid for sid, _ in _eligible(store.conn, cutoff, scope, None)]
+    candidates = _eligible(store.conn, cutoff, scope, None)
+    ids = [sid for sid, _ in candidates]
+    if whole_lineages:
+        kept = set(_keep_lineage(store.conn, candidates, set(ids)))
+        ids = [sid for sid in ids if sid not in kept]
     out: list[dict[str, Any]] = []
     for batch in chunks(ids):
         rows = store.conn.execute(

@@ -312,11 +312,29 @@ def append_messages(
     )
 
 
+SUMMARY_COLUMN = "_compressed_summary"  # the agent's mark of a compression summary row
+
+
 def append_message(
-    store: Store, session_id: str, role: str, content: Any = None, **fields: Any
+    store: Store,
+    session_id: str,
+    role: str,
+    content: Any = None,
+    *,
+    _compressed_summary: bool = False,
+    **fields: Any,
 ) -> int:
-    """Append one message to a session; return its row id."""
-    return append_messages(store, session_id, [{"role": role, "content": content, **fields}])[0]
+    """Append one message to a session; return its row id (a summary row marked as such)."""
+    message = {"role": role, "content": content, **fields}
+    if not _compressed_summary or SUMMARY_COLUMN not in store.columns("messages"):
+        return append_messages(store, session_id, [message])[0]
+
+    def fn(conn: sqlite3.Connection) -> int:
+        (row_id,) = insert_messages(conn, session_id, [message])
+        conn.execute(f"UPDATE messages SET {SUMMARY_COLUMN} = 1 WHERE id = ?", (row_id,))
+        return row_id
+
+    return store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -493,11 +511,16 @@ def clear_messages_in(conn: sqlite3.Connection, session_id: str) -> int:
     return n
 
 
-def message_count(store: Store, session_id: str | None = None) -> int:
-    """Count the messages of one session, or of the whole store (every generation)."""
+def message_count(store: Store, session_id: str | None = None, *, live_only: bool = False) -> int:
+    """Count the messages of one session, or of the whole store (every generation, or the live
+    rows only)."""
+    live = " AND active = 1" if live_only and "active" in store.columns("messages") else ""
     if session_id is None:
-        return int(store.conn.execute("SELECT count(*) FROM messages").fetchone()[0])
-    row = store.conn.execute("SELECT count(*) FROM messages WHERE session_id = ?", (session_id,))
+        sql = f"SELECT count(*) FROM messages WHERE 1{live}"
+        return int(store.conn.execute(sql).fetchone()[0])
+    row = store.conn.execute(
+        f"SELECT count(*) FROM messages WHERE session_id = ?{live}", (session_id,)
+    )
     return int(row.fetchone()[0])
 
 

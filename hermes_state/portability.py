@@ -43,7 +43,7 @@ ON_CONFLICT = ("skip", "replace")
 MESSAGE_KEYS = frozenset({"role", "content", *msglib.APPEND_FIELDS})
 # Row ids are the target's; the display columns are derived by the agent's triggers.
 _IGNORED_MESSAGE_KEYS = frozenset({"id", "session_id", "display_identity", "display_order"})
-SUMMARY_FLAG = "_compressed_summary"  # marks a compression summary row; set after the insert
+SUMMARY_FLAG = msglib.SUMMARY_COLUMN  # marks a compression summary row; set after the insert
 # Counters the store maintains while inserting; an import puts the exported values back after.
 _RESTORED_COUNTERS = ("message_count", "tool_call_count", "last_activity_at")
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1

@@ -20,17 +20,43 @@ class RewindTargetError(HermesStateError, ValueError):
     hint = "Pick one of the session's own user messages (see list_recent_user_messages)."
 
 
-def rewind_to_message(store: Store, session_id: str, target_message_id: int) -> dict[str, Any]:
+class TranscriptChangedError(HermesStateError, RuntimeError):
+    """The live transcript is no longer the one the caller showed (a turn landed meanwhile)."""
+
+    hint = "Read the session again and retry."
+
+
+def rewind_to_message(
+    store: Store,
+    session_id: str,
+    target_message_id: int,
+    *,
+    expected_active_ids: list[int] | None = None,
+) -> dict[str, Any]:
     """Take back a user message and everything after it; return what was done.
 
     The rows stay on disk (``active = 0``, readable with include_inactive) and the session's
     ``rewind_count`` goes up by one even when nothing was left to hide. Returns
     ``{rewound_count, target_message, new_head_id}``: the rows newly hidden, the target row (its
-    content decoded, for the caller to offer again) and the last row still live.
+    content decoded, for the caller to offer again) and the last row still live. With
+    ``expected_active_ids`` (the live row ids the caller showed) a transcript that changed
+    meanwhile is refused (TranscriptChangedError) and nothing is written.
     """
     sid = bindable(session_id)
 
     def fn(conn: sqlite3.Connection) -> dict[str, Any]:
+        if expected_active_ids is not None:
+            live = [
+                int(r[0])
+                for r in conn.execute(
+                    "SELECT id FROM messages WHERE session_id = ? AND active = 1 ORDER BY id",
+                    (sid,),
+                )
+            ]
+            if live != [int(i) for i in expected_active_ids]:
+                raise TranscriptChangedError(
+                    f"the live transcript of {sid} changed before the rewind; nothing was done"
+                )
         row = conn.execute(
             "SELECT * FROM messages WHERE id = ? AND session_id = ?",
             (int(target_message_id), sid),
