@@ -101,13 +101,26 @@ def _call_ids(msg: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _with_calls(msg: dict[str, Any], ids: set[str]) -> dict[str, Any]:
+    """Return a copy of an assistant message that keeps only the tool calls named."""
+    calls = [
+        c
+        for c in msg.get("tool_calls") or []
+        if isinstance(c, Mapping) and str(c.get("id") or "") in ids
+    ]
+    out = {k: v for k, v in msg.items() if k != "tool_calls"}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
 def repaired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Return the conversation without the pieces a provider rejects; the rest keeps its order.
 
-    A tool result whose call no earlier assistant message made is dropped, and so is an
-    assistant message whose tool calls got no result at all (a turn cut off before its tools
-    answered); a user message repeated right after itself (a turn retried after a failure that
-    stored no reply) appears once.
+    A tool result whose call no earlier assistant message made is dropped; an assistant
+    message loses the tool calls that got no result (a turn cut off before its tools answered)
+    and goes altogether when nothing else is left of it; a user message repeated right after
+    itself (a turn retried after a failure that stored no reply) appears once.
     """
     answered: set[str] = set()
     called: set[str] = set()
@@ -119,9 +132,12 @@ def repaired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         role = msg.get("role")
         if role == "assistant":
             ids = _call_ids(msg)
-            if ids and not any(i in answered for i in ids) and not msg.get("content"):
-                continue
-            called.update(ids)
+            kept = [i for i in ids if i in answered]
+            if len(kept) < len(ids):
+                if not kept and not msg.get("content"):
+                    continue
+                msg = _with_calls(msg, set(kept))
+            called.update(kept)
         elif role == "tool":
             if str(msg.get("tool_call_id") or "") not in called:
                 continue

@@ -446,11 +446,13 @@ GHOST_AGE_S = 86400.0
 def prune_empty_ghost_sessions(store: Store, *, now: float | None = None) -> list[str]:
     """Delete the TUI's ghost sessions: ended over a day ago, untitled, without a message.
 
-    Returns the ids deleted (pinned sessions and those with open ledger work stay).
+    Returns the ids deleted (pinned sessions and those with open ledger work stay). The
+    agent's own store measures the day from the start; the end is the later, safer bound:
+    a ghost the TUI closed an hour ago may still be the one it offers to resume.
     """
     cutoff = (time.time() if now is None else float(now)) - GHOST_AGE_S
     where = (
-        "s.source = 'tui' AND s.title IS NULL AND s.ended_at IS NOT NULL AND s.started_at < ?"
+        "s.source = 'tui' AND s.title IS NULL AND s.ended_at IS NOT NULL AND s.ended_at < ?"
         " AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id)" + _unpinned(store)
     )
 
