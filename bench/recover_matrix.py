@@ -42,7 +42,6 @@ if str(REPO_ROOT) not in sys.path:  # a script run from a checkout, package not 
 
 from bench import generate as gen  # noqa: E402
 from hermes_state import pages  # noqa: E402
-from hermes_state.recover import recover  # noqa: E402
 
 TABLES = ("sessions", "messages")
 SUFFIXES = ("", "-wal", "-shm", "-journal")
@@ -515,18 +514,34 @@ def _unjson(value: Any) -> Any:
     return value
 
 
-def run_ours(src: Path, out_dir: Path, original: dict) -> Outcome:
-    """Recover with hermes and count the result."""
+RECOVER_TIMEOUT_S = 600.0
+
+
+def run_ours(
+    src: Path, out_dir: Path, original: dict, timeout: float = RECOVER_TIMEOUT_S
+) -> Outcome:
+    """Recover with the real hermes process (under a timeout: a hang is a result too) and
+    count the result."""
     target = out_dir / "ours.db"
+    home = out_dir / "home"
+    home.mkdir(exist_ok=True)
+    argv = [sys.executable, "-m", "hermes_cli", "sessions", "recover"]
+    argv += ["--from", str(src), "--to", str(target)]
+    env = {**os.environ, "HERMES_HOME": str(home), "NO_COLOR": "1"}
     start = time.monotonic()
     try:
-        report = recover(src, target)
-    except Exception as exc:
-        return Outcome(error=f"{type(exc).__name__}: {exc}")
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT
+        )
+    except subprocess.TimeoutExpired:
+        return Outcome(error=f"recover did not finish in {timeout:g} s", seconds=timeout)
     seconds = time.monotonic() - start
+    if proc.returncode not in (0, 1) or "Traceback" in proc.stderr or not target.exists():
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return Outcome(error=f"exit {proc.returncode}: {tail}", seconds=seconds)
     outcome = count_target(target, original, theirs=False)
-    outcome.accepted = report.accepted
-    outcome.summary = report.summary()
+    outcome.accepted = proc.returncode == 0
+    outcome.summary = proc.stdout.strip()
     outcome.seconds = seconds
     return outcome
 

@@ -163,6 +163,12 @@ class HotJournalError(StoreAccessError):
     )
 
 
+class OutputDirectoryError(HermesStateError):
+    """An output path whose parent directories do not exist (created: the last one at most)."""
+
+    hint = "Create the directory first, or check that the drive it is on is mounted."
+
+
 class DiskFullError(HermesStateError):
     """The file system ran out of space (or quota) during a write."""
 

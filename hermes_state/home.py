@@ -255,6 +255,27 @@ def current_profile_name() -> str:
 PRIVATE_DIR_MODE = 0o700
 
 
+def make_output_dir(path: str | os.PathLike[str]) -> Path:
+    """Make sure a directory to write output into exists, creating its last component only.
+
+    A missing parent means a wrong path or a drive that is not mounted: that is refused
+    (OutputDirectoryError) rather than silently creating the whole path on the wrong disk. A
+    directory created here is 0700 (it receives transcripts); an existing one keeps its mode.
+    """
+    from hermes_state.errors import OutputDirectoryError
+
+    target = _absolute(path)
+    if target.is_dir():
+        return target
+    if os.path.lexists(target):
+        raise OutputDirectoryError(f"{target} exists and is not a directory")
+    if not target.parent.is_dir():
+        raise OutputDirectoryError(
+            f"{target.parent} does not exist; nothing was created there",
+        )
+    return ensure_private_dir(target)
+
+
 def ensure_private_dir(path: str | os.PathLike[str]) -> Path:
     """Create a directory and any missing parents as 0700 (whatever the umask); return it.
 

@@ -37,13 +37,13 @@ import contextlib
 import os
 import shutil
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 
-from hermes_state import cjk, lost_and_found, pages, salvage, schema
+from hermes_state import cjk, lost_and_found, pages, salvage, schema, workdirs
 from hermes_state.connection import Store
 from hermes_state.errors import is_corruption_error
+from hermes_state.home import make_output_dir as make_target_dir
 from hermes_state.recover_pages import (
     page_pass,
     prewalk,
@@ -109,6 +109,9 @@ __all__ = [
 ]
 
 
+WORK_PREFIX = "hermes-recover-"
+
+
 def recover(
     source: str | os.PathLike[str],
     target: str | os.PathLike[str],
@@ -124,7 +127,9 @@ def recover(
     instead of copying it whole.
     """
     started = time.monotonic()
-    source = Path(source).expanduser().absolute()
+    # Through a symlink the store's -wal/-journal sit beside the link's target, where SQLite
+    # keeps them: the source is the file the link names.
+    source = Path(os.path.realpath(Path(source).expanduser()))
     target = Path(target).expanduser().absolute()
     report_file = (
         Path(report_path).expanduser().absolute()
@@ -132,14 +137,18 @@ def recover(
         else Path(str(target) + ".recovery.json")
     )
     check_paths(source, target, report_file)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    make_target_dir(target.parent)
+    workdirs.remove_stale_work_dirs(target.parent, (WORK_PREFIX,))
     report = RecoveryReport(
         source=str(source),
         target=str(target),
         report_path=str(report_file),
         allow_partial=allow_partial,
     )
-    work = Path(tempfile.mkdtemp(prefix="hermes-recover-", dir=target.parent))
+    # Private (0700) and locked while in use: it holds a copy of every conversation, and the
+    # next run removes it if this one is killed.
+    scratch = workdirs.make_work_dir(target.parent, WORK_PREFIX)
+    work = scratch.path
     try:
         copy = copy_bundle(source, work, report)
         wal = companion(copy, "-wal")
@@ -153,7 +162,7 @@ def recover(
             raise RecoveryError(f"Recovery stopped on unreadable data: {exc}") from exc
         raise
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        scratch.remove()
     report.duration_s = time.monotonic() - started
     write_report(report, report_file)
     return report
@@ -210,6 +219,38 @@ def _judge_wal(
 
 
 def _recover_copy(
+    copy: Path,
+    target: Path,
+    report: RecoveryReport,
+    progress: Progress | None,
+    copy_whole: bool = True,
+) -> None:
+    """Salvage the work copy into the target; a whole copy that fails its checks is redone.
+
+    The whole copy (VACUUM INTO) carries index pages over as they are, so damage quick_check
+    does not see (an index entry with a flipped bit) reaches the target and fails its checks;
+    read row by row instead, every index of the target is built from the rows themselves.
+    """
+    _salvage_into(copy, target, report, progress, copy_whole)
+    if report.method != "copy" or report.verification.ok:
+        return
+    problems = [p for p in report.verification.integrity if p != "ok"]
+    why = "; ".join([*problems, *report.verification.fts_problems][:3])
+    remove_target(target)
+    fresh = RecoveryReport(
+        source=report.source,
+        target=report.target,
+        report_path=report.report_path,
+        allow_partial=report.allow_partial,
+        source_bundle=dict(report.source_bundle),
+        source_fingerprint=dict(report.source_fingerprint),
+    )
+    _salvage_into(copy, target, fresh, progress, copy_whole=False)
+    fresh.notes.append(f"a whole copy failed its checks ({why}); the source was read row by row")
+    report.__dict__.update(fresh.__dict__)
+
+
+def _salvage_into(
     copy: Path,
     target: Path,
     report: RecoveryReport,

@@ -258,7 +258,13 @@ class RecoveryReport:
 
 def write_report(report: RecoveryReport, path: Path) -> None:
     """Write the report as JSON, refusing to overwrite an existing file."""
-    data = json.dumps(report.to_dict(), indent=2, ensure_ascii=False).encode() + b"\n"
+    document = report.to_dict()
+    try:
+        data = json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n"
+    except UnicodeEncodeError:
+        # A path that is not UTF-8 carries surrogates: escape them so the
+        # file stays valid UTF-8 JSON and json.load gives the same name back.
+        data = json.dumps(document, indent=2).encode() + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, data)

@@ -26,6 +26,7 @@ from hermes_state.sql import (
     SQLITE_MAGIC,
     STORE_FILE_SUFFIXES,
     companion,
+    file_uri,
     quote,
 )
 
@@ -98,6 +99,7 @@ def copy_bundle(source: Path, work: Path, report: RecoveryReport) -> Path:
         except FileNotFoundError:
             vanished = True  # a sidecar removed by its last connection closing
             break
+        os.chmod(work / name, 0o600)  # our scratch copy, not the live store: private
         report.source_bundle[name] = os.stat(work / name).st_size
     after = _fingerprint(source)
     sizes = [report.source_bundle.get(n) == before[n][0] for n in before]
@@ -130,7 +132,8 @@ def open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
 
 def _connect_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     """Connect to the work copy and read its schema (writable_schema if needed)."""
-    conn = sqlite3.connect(path, isolation_level=None)
+    # As a URI: VACUUM INTO on this connection then takes a target of any name (file_uri).
+    conn = sqlite3.connect(file_uri(path), uri=True, isolation_level=None)
     # Damaged text must not hide the rest of its row: undecodable bytes become U+FFFD.
     conn.text_factory = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
     try:

@@ -24,7 +24,7 @@ from hermes_state.recover_target import (
     remove_target,
 )
 from hermes_state.recover_verify import IndexCheck
-from hermes_state.sql import quote
+from hermes_state.sql import file_uri, quote
 
 # Keys an index rebuild in progress leaves: a source that has one is not copied whole.
 REBUILD_META_KEYS = frozenset(
@@ -96,7 +96,7 @@ def copy_healthy(
     try:
         try:
             src.execute("PRAGMA query_only=OFF")  # VACUUM INTO writes only the new file
-            src.execute("VACUUM INTO ?", (str(target),))
+            src.execute("VACUUM INTO ?", (file_uri(target),))
             src.execute("PRAGMA query_only=ON")
         except sqlite3.DatabaseError:
             check.cancel()  # damage quick_check does not see: salvage instead

@@ -6,6 +6,7 @@ quoting, placeholder lists, chunking of long parameter lists and LIKE escaping.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -61,3 +62,11 @@ def companion(path: Path, suffix: str) -> Path:
 def store_files(path: Path, suffixes: Sequence[str] = STORE_FILE_SUFFIXES) -> list[Path]:
     """Return the database path and its companions' paths (existing or not)."""
     return [companion(path, s) for s in suffixes]
+
+
+def file_uri(path: Path) -> str:
+    """Return path as an SQLite ``file:`` URI: any bytes, quoted (a name that is not UTF-8
+    cannot be bound as text; its URI can, on a connection opened with uri=True)."""
+    from urllib.parse import quote as url_quote
+
+    return "file:" + url_quote(os.fsencode(Path(path).absolute()))
