@@ -231,15 +231,17 @@ def split_matches(snippet: str) -> list[tuple[str, bool]]:
 
 
 def snippet_pieces(snippet: str | None, settings: output.Settings) -> list[tuple[str, str | None]]:
-    """Return a snippet as safe styled pieces: matches coloured, or >>>marked<<< uncoloured."""
+    """Return a snippet as safe styled pieces, each match >>>marked<<< (and coloured, in colour).
+
+    The marks stay in colour too: colour never changes the layout (the same lines wrap at the
+    same places), and a match still shows where the colour is lost (a pipe, a screen reader).
+    """
     out: list[tuple[str, str | None]] = []
     for text, is_match in split_matches(sanitize.one_line(snippet)):
         if not is_match:
             out.append((text, None))
-        elif settings.color:
-            out.append((text, "match"))
         else:
-            out.append((MATCH_OPEN + text + MATCH_CLOSE, None))
+            out.append((MATCH_OPEN + text + MATCH_CLOSE, "match" if settings.color else None))
     return out
 
 

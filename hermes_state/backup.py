@@ -811,9 +811,9 @@ def check_database(path: Path, *, store: bool) -> DatabaseFacts:
             )
             return facts
         if kind == "unknown":
-            shown = "a value that is not a number" if found.version == -1 else found.version
+            shown = schema.shown_version(found.version_text)
             facts.problems.append(
-                f"schema_version holds {shown}, which no Hermes Agent release this hermes "
+                f"{shown}, which no Hermes Agent release this hermes "
                 f"knows writes ({', '.join(map(str, schema.KNOWN_VERSIONS))})"
             )
             return facts

@@ -271,8 +271,35 @@ class Store:
                 if not self.too_new:
                     self.checkpoint_passive()
                 self.conn.close()
+                roll_back_hot_journal(self.path)
         finally:
             _register_close(self.path)
+
+
+def roll_back_hot_journal(path: Path) -> None:
+    """Roll back a rollback journal a failed write left behind, so the store is as it was.
+
+    A write that fails midway on a full disk (VACUUM copying its result back, above all) puts
+    SQLite's pager in its error state, and closing then leaves the journal hot for the next
+    opener, which a read-only open refuses. A plain connection's first read rolls it back (it
+    only writes the journal's old pages over the file and truncates it: no new space needed).
+    A journal another process is writing is not hot: the read then sees committed data and
+    changes nothing; a locked store is left alone (timeout 0).
+    """
+    try:
+        if os.stat(companion(path, "-journal")).st_size == 0:
+            return
+    except OSError:
+        return
+    try:
+        conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    finally:
+        conn.close()
 
 
 def remove_made_sidecars(path: Path) -> None:
@@ -604,6 +631,20 @@ def _connect_writable(path: Path, waiting: Waiting = NO_WAITING) -> sqlite3.Conn
     return conn
 
 
+def inspect_layout(conn: sqlite3.Connection) -> Layout:
+    """Read the store's layout; a damaged schema whose error text is not UTF-8 is an error too.
+
+    SQLite quotes the damaged schema text in its message, and sqlite3 then raises
+    UnicodeDecodeError instead of a DatabaseError: it is turned back into the DatabaseError it
+    stands for, so every caller's handling of damage applies.
+    """
+    try:
+        return layout.inspect(conn)
+    except UnicodeDecodeError as exc:
+        text = bytes(exc.object).decode("utf-8", "replace")
+        raise sqlite3.DatabaseError(text) from exc
+
+
 def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
     """Return the error that refuses writes to a store of a schema this code does not write."""
     version = found.version if found is not None else None
@@ -613,8 +654,7 @@ def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
             f"(up to {schema.SCHEMA_VERSION}); refusing to write to it"
         )
     known = ", ".join(str(v) for v in schema.KNOWN_VERSIONS)
-    # schema.stored_version reads a value that is not a number as -1.
-    shown = "a schema_version that is not a number" if version == -1 else f"schema {version}"
+    shown = schema.shown_version(found.version_text if found is not None else None)
     return UnknownSchemaError(
         f"{path} is at {shown}, which no Hermes Agent release this hermes knows "
         f"writes (known: {known}); refusing to write to it"
@@ -686,7 +726,7 @@ def _open_writable(
         raise access_error(path, exc) from exc
     _register_open(path)
     try:
-        found = retry_locked(path, lambda: layout.inspect(conn), waiting)
+        found = retry_locked(path, lambda: inspect_layout(conn), waiting)
         # The journal mode is the store's own: read it, never switch it (SPEC §19.5).
         mode = retry_locked(path, lambda: journal.current_mode(conn), waiting)
         store = Store(
@@ -727,7 +767,7 @@ def _open_writable(
             )
         elif kind != "current" and (role == "agent" or kind == "not_hermes"):
             store.write(migrations.migrate)
-            store.layout = layout.inspect(conn)
+            store.layout = inspect_layout(conn)
             store.forget_columns()
         if tighten:
             secure_store_files(path)
@@ -837,7 +877,7 @@ def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
             raise access_error(path, exc) from exc
         conn.row_factory = sqlite3.Row
         try:
-            found = layout.inspect(conn)
+            found = inspect_layout(conn)
             if found.kind == "not_hermes":
                 size = path.stat().st_size
                 if not size:

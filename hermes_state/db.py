@@ -1115,7 +1115,7 @@ class SessionDB:
     def replace_messages(
         self,
         session_id: str,
-        messages: list[Mapping[str, Any]],
+        messages: Sequence[Mapping[str, Any]],
         active_only: bool = False,
         archive_dropped: bool = False,
         reject_active_turn_lease: bool = False,

@@ -42,6 +42,9 @@ class Layout:
     fts_stale: bool = False  # the agent detached its indexes (fts_stale): a rebuild is due
     objects: frozenset[str] = field(default_factory=frozenset, repr=False)
     tables: frozenset[str] = field(default_factory=frozenset, repr=False)
+    # The agent's text-checked triggers (uid, display) are all there with the agent's exact text.
+    triggers_settled: bool = True
+    version_text: str | None = None  # what schema_version holds, as text (for messages)
 
     @property
     def known(self) -> bool:
@@ -51,9 +54,8 @@ class Layout:
     @property
     def old(self) -> bool:
         """Tell whether the store is at a schema below every release this code knows of."""
-        return (
-            self.version is not None and 0 < self.version < schema.SCHEMA_VERSION and not self.known
-        )
+        # A version between two releases (23..29) was never in the field: unknown, not old.
+        return self.version is not None and 0 < self.version < min(schema.KNOWN_VERSIONS)
 
     @property
     def too_new(self) -> bool:
@@ -90,6 +92,7 @@ class Layout:
             self.version == schema.SCHEMA_VERSION
             and self.additions == schema.ADDITIONS_VERSION
             and self.has_uid_trigger
+            and self.triggers_settled
             and self.fts is not None
             and self.fts_complete
             and not self.fts_stale
@@ -124,8 +127,8 @@ class Layout:
         if kind == "unknown":
             when = "newer than" if self.too_new else "not one of"
             return (
-                f"schema {self.version}, {when} the versions this hermes knows "
-                f"({', '.join(map(str, schema.KNOWN_VERSIONS))}): browse only"
+                f"{schema.shown_version(self.version_text)}, {when} the versions this hermes "
+                f"knows ({', '.join(map(str, schema.KNOWN_VERSIONS))}): browse only"
             )
         if kind == "legacy":
             return (
@@ -144,9 +147,21 @@ def inspect(conn: sqlite3.Connection) -> Layout:
     objects = frozenset(r[1] for r in rows)
     tables = frozenset(r[1] for r in rows if r[0] == "table")
     version = schema.stored_version(conn) if "schema_version" in tables else None
+    version_text = schema.stored_version_text(conn) if "schema_version" in tables else None
     additions = meta.get_int(conn, schema.ADDITIONS_KEY) if "state_meta" in tables else None
     flavor = fts.layout_of(conn) if "messages" in tables else None
     stale = "state_meta" in tables and meta.get(conn, fts.STALE_KEY) is not None
+    # Read as bytes: a damaged schema can hold text that is not UTF-8.
+    checked_raw = dict(
+        conn.execute(
+            "SELECT name, CAST(sql AS BLOB) FROM sqlite_master WHERE type = 'trigger' AND name IN "
+            f"({', '.join('?' * len(schema.CHECKED_TRIGGER_DDL))})",
+            tuple(schema.CHECKED_TRIGGER_DDL),
+        ).fetchall()
+    )
+    checked = {
+        name: bytes(sql or b"").decode("utf-8", "replace") for name, sql in checked_raw.items()
+    }
     return Layout(
         version=version,
         additions=additions,
@@ -154,4 +169,6 @@ def inspect(conn: sqlite3.Connection) -> Layout:
         fts_stale=stale,
         objects=objects,
         tables=tables,
+        triggers_settled=checked == schema.CHECKED_TRIGGER_DDL,
+        version_text=version_text,
     )

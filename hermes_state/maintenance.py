@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import Any
 from hermes_state import fts, prune_filters
 from hermes_state.connection import Store, retry_locked
 from hermes_state.errors import (
+    DiskFullError,
     LedgerBusyError,
     StoreBusyError,
     StoreCorruptError,
@@ -817,6 +819,59 @@ def _vacuum(store: Store) -> None:
     )
 
 
+VACUUM_SPACE_MARGIN_BYTES = 1 << 20
+
+
+def _sqlite_temp_dir() -> Path:
+    """Return the directory SQLite's unix VFS puts VACUUM's temporary copy in."""
+    for candidate in (os.environ.get("SQLITE_TMPDIR"), os.environ.get("TMPDIR")):
+        if candidate and os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return Path(candidate)
+    for candidate in ("/var/tmp", "/usr/tmp", "/tmp"):
+        if os.path.isdir(candidate) and os.access(candidate, os.W_OK | os.X_OK):
+            return Path(candidate)
+    return Path(".")
+
+
+def _require_vacuum_space(store: Store) -> None:
+    """Refuse before anything is written when the disk cannot hold what VACUUM writes.
+
+    VACUUM writes the live pages twice: a temporary copy (in SQLite's temp directory) and then
+    over the file, keeping the old pages in the journal (or the WAL) beside the store. Running
+    out midway fails the command after the index merge has already rewritten segments, so it is
+    cheaper, and leaves the store untouched, to say so first.
+    """
+    conn = store.conn
+    page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+    free_pages = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+    live = (pages - free_pages) * page_size
+    beside = store.path.parent
+    need = {beside: live + VACUUM_SPACE_MARGIN_BYTES}
+    in_memory = int(conn.execute("PRAGMA temp_store").fetchone()[0]) == 2
+    if not in_memory:
+        temp = _sqlite_temp_dir()
+        try:
+            same = os.stat(temp).st_dev == os.stat(beside).st_dev
+        except OSError:
+            same = True
+        if same:
+            need[beside] += live
+        else:
+            need[temp] = live + VACUUM_SPACE_MARGIN_BYTES
+    for where, bytes_needed in need.items():
+        try:
+            free = shutil.disk_usage(where).free
+        except OSError:
+            continue
+        if free < bytes_needed:
+            raise DiskFullError(
+                f"Not enough space to VACUUM {store.path.name}: it writes about "
+                f"{_mib(bytes_needed)} in {where} and {_mib(free)} is free there; "
+                "nothing was changed"
+            )
+
+
 def _refuse_if_shared(store: Store, force: bool, what: str) -> list[str]:
     """Raise StoreBusyError when other processes have the store open (unless forced)."""
     others = other_processes(store.path)
@@ -862,6 +917,8 @@ def optimize(
     shared = bool(others) and not force
     if rebuild_fts and shared:
         _refuse_if_shared(store, force, "rebuild its search indexes")
+    if vacuum and not (shared and db_before > VACUUM_BESIDE_OTHERS_MAX_BYTES):
+        _require_vacuum_space(store)
     idx = fts.indexes(store.conn)
     if rebuild_fts:
         tables = tuple(i.table for i in (idx.word, idx.trigram) if i and i.flavor != "foreign")

@@ -554,7 +554,7 @@ def _same_message(row: Mapping[str, Any], msg: Mapping[str, Any]) -> bool:
 def replace_messages(
     store: Store,
     session_id: str,
-    messages: list[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
     active_only: bool = False,
     archive_dropped: bool = False,
 ) -> None:

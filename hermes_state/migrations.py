@@ -327,14 +327,34 @@ def narrow_update_triggers(conn: sqlite3.Connection) -> str | None:
     return f"narrowed {', '.join(narrowed)} to indexed columns" if narrowed else None
 
 
-def add_message_uids(conn: sqlite3.Connection) -> str | None:
-    """Install schema 31's message_uid trigger and give every message without a uid one."""
+def settle_agent_triggers(conn: sqlite3.Connection) -> str | None:
+    """Give the store the agent's uid and display triggers in the agent's exact text.
+
+    Hermes Agent 0.22 compares these triggers' stored SQL with its own on every open and
+    recreates any that differ; having its text from the start spares it that schema change.
+    """
+    have = {
+        name: bytes(sql or b"").decode("utf-8", "replace")
+        for name, sql in conn.execute(
+            "SELECT name, CAST(sql AS BLOB) FROM sqlite_master WHERE type = 'trigger' AND name IN "
+            f"({', '.join('?' * len(schema.CHECKED_TRIGGER_DDL))})",
+            tuple(schema.CHECKED_TRIGGER_DDL),
+        ).fetchall()
+    }
     did = []
-    if not conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = ?", (schema.UID_TRIGGER,)
-    ).fetchone():
-        conn.execute(schema.UID_TRIGGER_DDL)
-        did.append(f"created trigger {schema.UID_TRIGGER}")
+    for name, ddl in schema.CHECKED_TRIGGER_DDL.items():
+        if have.get(name) == ddl:
+            continue
+        if name in have:
+            conn.execute(f"DROP TRIGGER {quote(name)}")
+        conn.execute(ddl)
+        did.append(name)
+    return f"set the agent's triggers {', '.join(did)}" if did else None
+
+
+def add_message_uids(conn: sqlite3.Connection) -> str | None:
+    """Give every message without a uid one (the trigger mints them for later rows)."""
+    did = []
     cur = conn.execute(
         "UPDATE messages SET message_uid = lower(hex(randomblob(16))) "
         "WHERE message_uid IS NULL OR message_uid = ''"
@@ -386,6 +406,7 @@ STEPS: tuple[Step, ...] = (
     repair_search_layout,
     create_indexes,
     narrow_update_triggers,
+    settle_agent_triggers,
     add_message_uids,
     install_additions,
     record_version,

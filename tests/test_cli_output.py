@@ -217,9 +217,18 @@ def test_colour_on_a_terminal_can_be_turned_off(
     assert "\x1b[" not in out.output and "20261118_091502_a1c9e2" in out.output
 
 
-def test_colour_highlights_matches_instead_of_markers(sample: Path) -> None:
+def test_colour_highlights_the_marked_matches(sample: Path) -> None:
     out = pty_child("sessions", "search", "docker", "--no-pager", columns=100).output
-    assert ">>>" not in out and "\x1b[1;7;33mDocker\x1b[0m" in out
+    assert "\x1b[1;7;33m>>>Docker<<<\x1b[0m" in out
+
+
+@pytest.mark.parametrize("columns", [60, 100])
+def test_no_color_keeps_the_search_layout_line_for_line(sample: Path, columns: int) -> None:
+    args = ("sessions", "search", "docker", "--no-pager")
+    coloured = pty_child(*args, columns=columns).output
+    plain = pty_child(*args, columns=columns, env={"NO_COLOR": "1"}).output
+    assert "\x1b[" in coloured and "\x1b[" not in plain
+    assert bare(coloured).splitlines() == plain.splitlines()
 
 
 # --- formats --------------------------------------------------------------------------------

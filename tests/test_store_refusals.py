@@ -143,17 +143,28 @@ def test_schema_version_holding_text_gives_one_line_for_writes(name: str, store:
     conn.close()
     settle(store)
     line = unchanged(store.parent, WRITES[name])
-    assert "not a number" in line
+    assert "'abc'" in line and "not a number" in line and "schema -1" not in line
 
 
 @pytest.mark.parametrize("name", ["list", "stats", "export"])
 def test_schema_version_holding_text_still_reads(name: str, store: Path) -> None:
     conn = sqlite3.connect(store)
-    conn.execute("UPDATE schema_version SET version = 'abc'")
+    conn.execute("UPDATE schema_version SET version = '31x'")
     conn.commit()
     conn.close()
     proc = hermes(*READS[name], home=store.parent)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    # Whatever the store's warning says, it shows what is there, not a made-up number.
+    assert "schema -1" not in proc.stderr and "version -1" not in proc.stderr
+
+
+def test_db_check_quotes_a_schema_version_that_is_not_a_number(store: Path) -> None:
+    conn = sqlite3.connect(store)
+    conn.execute("UPDATE schema_version SET version = '31x'")
+    conn.commit()
+    conn.close()
+    proc = hermes("db", "check", home=store.parent)
+    assert "'31x'" in proc.stdout + proc.stderr and " -1" not in proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("name", ["list", "search", "check", "rename"])
@@ -216,6 +227,58 @@ def test_full_disk_gives_one_line(name: str, mode: str, tmp_path: Path) -> None:
         if name != "import":  # an import that failed wrote nothing either, but may roll back
             assert digest(home / "state.db") == before
         assert hermes("db", "check", home=home).returncode == 0
+
+
+@pytest.mark.parametrize("leave", [393216, 491520, 983040])
+def test_an_optimize_that_fills_the_disk_leaves_no_hot_journal(leave: int, tmp_path: Path) -> None:
+    # VACUUM failing while it copies its result back leaves SQLite's pager in its error state,
+    # and a plain close then leaves the journal hot for the next opener (these amounts of free
+    # space did, before the store rolled it back on close).
+    src = tmp_path / "src" / "state.db"
+    populate_store(src, sessions_n=60, messages_per_session=20, content_size=1000)
+    settle(src)
+    conn = sqlite3.connect(src)
+    conn.execute("PRAGMA journal_mode = delete")
+    conn.close()
+    with small_filesystem(tmp_path / "full", "8m") as full:
+        home = full / "home"
+        home.mkdir()
+        (home / "state.db").write_bytes(src.read_bytes())
+        before = digest(home / "state.db")
+        fill(full, leave=leave)
+        proc = hermes("db", "optimize", "--force", home=home)
+        if proc.returncode == 0:
+            pytest.skip("the optimize fitted in this much space here")
+        assert_one_line_error(proc)
+        assert not (home / "state.db-journal").exists()
+        # Still full: the next read answers at once, and nothing changed.
+        listed = hermes("sessions", "list", home=home)
+        assert listed.returncode == 0, listed.stderr
+        assert digest(home / "state.db") == before
+        assert hermes("db", "check", home=home).returncode == 0
+
+
+def test_closing_a_writable_store_rolls_back_a_journal_left_hot(store: Path) -> None:
+    # What a write that failed midway leaves (SQLite's pager in its error state): the store
+    # must be as it was before that write, and readable by a read-only open right away.
+    from hermes_state.connection import roll_back_hot_journal
+
+    conn = sqlite3.connect(store)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    before = conn.execute("SELECT group_concat(content, '|') FROM messages").fetchone()[0]
+    conn.close()
+    subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(store)], check=True)
+    journal = Path(str(store) + "-journal")
+    assert journal.stat().st_size > 0
+    roll_back_hot_journal(store)
+    assert not journal.exists()
+    ro = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
+    try:
+        after = ro.execute("SELECT group_concat(content, '|') FROM messages").fetchone()[0]
+    finally:
+        ro.close()
+    assert after == before
+    assert hermes("sessions", "list", home=store.parent).returncode == 0
 
 
 def test_search_of_a_thousand_one_letter_words_answers(store: Path) -> None:

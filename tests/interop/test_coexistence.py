@@ -316,3 +316,41 @@ def test_our_old_layout_breaks_the_release_until_db_migrate_repairs_it(
     lost = lost_rows(before, dump(built / "state.db"), skip_tables=("state_meta",))
     assert not lost, "\n".join(lost)
     _agent_still_works(release, built, baseline, "repaired")
+
+
+# --- the agent's open changes nothing we made ---------------------------------------------------
+
+
+def _schema_state(db: Path) -> tuple[int, list[tuple[str, str, str | None]]]:
+    """Return the schema cookie and every schema object (type, name, sql) of a closed store."""
+    conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        cookie = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+        objects = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name").fetchall()
+        return cookie, [tuple(o) for o in objects]
+    finally:
+        conn.close()
+
+
+def test_the_newest_release_opens_a_store_we_created_without_changing_its_schema(
+    scratch: Path,
+) -> None:
+    # The uid and display triggers are the release's own text: it has nothing to recreate.
+    home = scratch / "ours"
+    home.mkdir()
+    code = (
+        "import sys; from pathlib import Path; from hermes_state.db import SessionDB;"
+        " db = SessionDB(Path(sys.argv[1])); db.create_session('s', 'cli');"
+        " db.append_message('s', 'user', 'hello from us'); db.close()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(home / "state.db")],
+        capture_output=True,
+        text=True,
+        env=child_env(home),
+        timeout=120,
+    )
+    _ok(done)
+    before = _schema_state(home / "state.db")
+    run_probe(BY_KEY["r31"], "open", home)
+    assert _schema_state(home / "state.db") == before
