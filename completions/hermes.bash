@@ -25,7 +25,7 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --color | --exclude-source | --format | --from | --keep | --limit | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -o) skip=1; continue ;;
+            --after-id | --color | --exclude-source | --format | --from | --keep | --limit | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
@@ -76,6 +76,7 @@ _hermes() {
         "sessions export:--exclude-source") _hermes_reply sources "$cur"; return ;;
         "sessions export:--since" | "sessions export:--newer-than") COMPREPLY=(); return ;;
         "sessions export:--until" | "sessions export:--older-than") COMPREPLY=(); return ;;
+        "sessions export:--after-id") COMPREPLY=(); return ;;
         "sessions import:--on-conflict") COMPREPLY=($(compgen -W "skip replace" -- "$cur")); return ;;
         "sessions prune:--older-than" | "sessions prune:--until") COMPREPLY=(); return ;;
         "sessions prune:--since") COMPREPLY=(); return ;;
@@ -107,7 +108,7 @@ _hermes() {
         "sessions search") opts="--source --exclude-source --role --since --until --limit --sort --all --complete --format --json --color --no-pager -h --help -p --profile" ;;
         "sessions browse") opts="--source --role --since --print --print-id -h --help -p --profile" ;;
         "sessions show") opts="--all --tail --role --reasoning --format --json --color --no-pager -h --help -p --profile"; kind="ids" ;;
-        "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than -h --help -p --profile" ;;
+        "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than --after-id -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict -h --help -p --profile" ;;
         "sessions delete") opts="--yes -y -h --help -p --profile"; kind="ids" ;;
         "sessions rename") opts="-h --help -p --profile"; kind="ids" ;;

@@ -2,7 +2,7 @@
 # Install: copy to ~/.config/fish/completions/hermes.fish
 
 set -g __hermes_known 'backup' 'restore' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete'
-set -g __hermes_value_flags --color --exclude-source --format --from --keep --limit --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -o
+set -g __hermes_value_flags --after-id --color --exclude-source --format --from --keep --limit --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
 function __hermes_profile_args
@@ -160,6 +160,7 @@ complete -c hermes -n '__hermes_at \'sessions export\'' -l source -x -k -a '(__h
 complete -c hermes -n '__hermes_at \'sessions export\'' -l exclude-source -x -k -a '(__hermes_values sources)' -d 'Leave out sessions from source S (repeatable).'
 complete -c hermes -n '__hermes_at \'sessions export\'' -l since -l newer-than -x -d 'Only sessions started at or after WHEN (a duration back from now, or an ISO date). --newer-than is the older name.'
 complete -c hermes -n '__hermes_at \'sessions export\'' -l until -l older-than -x -d 'Only sessions started before WHEN (a duration back from now, or an ISO date). --older-than is the older name.'
+complete -c hermes -n '__hermes_at \'sessions export\'' -l after-id -x -d 'A change feed: only messages with a row id above N, in records of their sessions (importing one appends them). The summary names the highest id, the N of the next run.'
 complete -c hermes -n '__hermes_at \'sessions export\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'sessions import\'' -F
 complete -c hermes -n '__hermes_at \'sessions import\'' -l on-conflict -x -a 'skip replace' -d 'For ids already in the store: keep or replace them.'

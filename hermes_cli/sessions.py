@@ -525,6 +525,7 @@ def show(
         "hermes sessions export --until 90d -o old.jsonl",
         "hermes sessions export --since 2026-01-01 --source telegram --format md -o tg.md",
         "hermes sessions export --session-id 20261118 --format json | jq '.[0].title'",
+        "hermes sessions export --after-id 58213 -o new.jsonl",
     ],
 )
 def export(
@@ -568,8 +569,23 @@ def export(
             "--older-than is the older name.",
         ),
     ] = None,
+    after_id: Annotated[
+        int | None,
+        typer.Option(
+            "--after-id",
+            metavar="N",
+            min=0,
+            help="A change feed: only messages with a row id above N, in records of their "
+            "sessions (importing one appends them). The summary names the highest id, the N "
+            "of the next run.",
+        ),
+    ] = None,
 ) -> None:
-    """Export sessions with every message, exactly (read-only, streamed: memory stays flat)."""
+    """Export sessions with every message, exactly (read-only, streamed: memory stays flat).
+
+    Records keep every column of the store, message row ids, per-model usage rows and system
+    prompts; `sessions import` puts them into any profile, of any Hermes Agent release.
+    """
     from hermes_cli import stores
     from hermes_state import portability, sessions as lib
     from hermes_state.errors import StoreNotFoundError
@@ -595,6 +611,7 @@ def export(
                 session_ids=ids,
                 started_after=after,
                 started_before=before,
+                after_id=after_id,
             )
             if target is None:
                 counts = writer(records_iter, stdout)
@@ -602,6 +619,8 @@ def export(
                 total = (
                     len(dict.fromkeys(ids))
                     if ids is not None
+                    else None
+                    if after_id is not None
                     else lib.count_sessions(
                         store,
                         sources=source or None,
@@ -624,11 +643,17 @@ def export(
         render.echo("No store yet: nothing to export.", err=True)
         return
     where = "stdout" if to_stdout else str(target)
+    what = (
+        "stored messages, every generation" if after_id is None else f"messages above id {after_id}"
+    )
     render.echo(
         f"Exported {counts.sessions} session{'s' if counts.sessions != 1 else ''} "
-        f"({counts.messages} stored messages, every generation) to {where}",
+        f"({counts.messages} {what}) to {where}",
         err=True,
     )
+    if after_id is not None:
+        top = counts.highest_id if counts.highest_id is not None else after_id
+        render.echo(f"Highest message id: {top} (next run: --after-id {top})", err=True)
 
 
 def _count_records(path: Path) -> int | None:
@@ -689,11 +714,14 @@ def import_(
         result = portability.import_sessions(
             store, data, on_conflict=on_conflict.value, progress=bar.advance
         )
+    appended = f"; appended to {result.appended}" if result.appended else ""
     render.echo(
         f"Imported {result.imported} session{'s' if result.imported != 1 else ''} "
-        f"({result.messages} messages); replaced {result.replaced}; "
+        f"({result.messages} messages); replaced {result.replaced}{appended}; "
         f"skipped {result.skipped} already present."
     )
+    if result.kept_ids and not result.renumbered:
+        render.echo(f"Every message kept its id ({result.kept_ids}).")
     for note in result.warnings:
         render.warn(note)
     for issue in result.errors:

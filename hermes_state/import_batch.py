@@ -23,6 +23,7 @@ from typing import Any
 
 from hermes_state import portability
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.import_target import Fitting, Target
 
 MAX_SESSIONS = 500
 MAX_MESSAGES_PER_SESSION = 10_000
@@ -246,11 +247,12 @@ def import_list(
     }
     if errors:
         return summary
-    ignored: set[str] = set()
 
     def fn(conn: sqlite3.Connection) -> dict[str, Any]:
-        out = {**summary, "imported_ids": [], "skipped_ids": []}
+        out = {**summary, "imported_ids": [], "skipped_ids": [], "warnings": []}
         links: list[tuple[str, str]] = []
+        target = Target(store)
+        fitting = Fitting()  # per attempt: a transaction replayed after a lock counts once
         for item in checked:
             try:
                 outcome = portability.write_session(
@@ -259,7 +261,8 @@ def import_list(
                     item.session,
                     item.messages,
                     on_conflict=on_conflict,
-                    ignored=ignored,
+                    target=target,
+                    fitting=fitting,
                 )
             except portability.REFUSALS as exc:
                 raise _Refused(item.index, item.session["id"], str(exc)) from exc
@@ -285,14 +288,11 @@ def import_list(
             conn.execute("UPDATE sessions SET parent_session_id = ? WHERE id = ?", (parent, child))
         out["imported"] = len(out["imported_ids"]) - out["replaced"]
         out["skipped"] = len(out["skipped_ids"])
+        out["warnings"] = fitting.notes()
         return out
 
     try:
         result: dict[str, Any] = store.write(fn, patience=TRANSCRIPT_WRITE_PATIENCE_S)
     except _Refused as exc:
         return {**summary, "ok": False, "errors": [exc.error]}
-    if ignored:
-        result["warnings"].append(
-            "fields this store has no column for were ignored: " + ", ".join(sorted(ignored))
-        )
     return result

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from hermes_state import values
@@ -21,6 +22,7 @@ from hermes_state.content import (
 from hermes_state.errors import CompressionError, SessionNotFoundError
 from hermes_state.lineage import COMPRESSION_END_REASON, ancestors_in
 from hermes_state.schema import column_names, projection
+from hermes_state.sql import quote
 from hermes_state.text import scrub_surrogates
 
 # Fields a caller passes per message (besides role and content).
@@ -117,11 +119,11 @@ def _normalise_tool_calls(value: Any) -> list[Any] | None:
 class _PendingUids:
     """Tool-call uids of assistant rows seen so far in this batch, for pairing tool results."""
 
-    def __init__(self, conn: sqlite3.Connection, session_id: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, session_id: str, stored: bool = True) -> None:
         self.conn = conn
         self.session_id = session_id
         self.latest: dict[str, Any] = {}
-        self._loaded = False
+        self._loaded = not stored  # a layout without the column has none to load
 
     def add(self, uids: Mapping[str, Any]) -> None:
         self.latest.update(uids)
@@ -182,9 +184,17 @@ _POS = {c: i for i, c in enumerate(INSERT_COLUMNS)}
 
 
 def _prepare_row(
-    session_id: str, msg: Mapping[str, Any], pending: _PendingUids, now: float
+    session_id: str,
+    msg: Mapping[str, Any],
+    pending: _PendingUids,
+    now: float,
+    as_given: bool = False,
 ) -> tuple[list[Any], int]:
-    """Turn one message dict into insert parameters; return them and its tool-call count."""
+    """Turn one message dict into insert parameters; return them and its tool-call count.
+
+    Missing uids are minted (a new message's identity). ``as_given`` mints only those the
+    message does not name at all: an imported null stays null, as it was stored.
+    """
     if not _ALLOWED_FIELDS.issuperset(msg):
         msg = _storable(msg)
     get = msg.get
@@ -200,17 +210,27 @@ def _prepare_row(
     row[_POS["observed"]] = 1 if row[_POS["observed"]] else 0
     row[_POS["active"]] = 0 if get("active", 1) in (0, False) else 1
     row[_POS["compacted"]] = 1 if row[_POS["compacted"]] else 0
-    if not row[_POS["message_uid"]]:
+    if not row[_POS["message_uid"]] and not (as_given and "message_uid" in msg):
         row[_POS["message_uid"]] = new_uid()
     uids = row[_POS["tool_call_uids"]]
-    if role == "assistant" and tool_calls and not uids:
+    if (
+        role == "assistant"
+        and tool_calls
+        and not uids
+        and not (as_given and "tool_call_uids" in msg)
+    ):
         uids = row[_POS["tool_call_uids"]] = _mint_tool_call_uids(tool_calls)
     if isinstance(uids, Mapping):
         pending.add(uids)
     elif isinstance(uids, str):
         with contextlib.suppress(ValueError, TypeError):
             pending.add(json.loads(uids))
-    if role == "tool" and not row[_POS["tool_call_uid"]] and row[_POS["tool_call_id"]]:
+    if (
+        role == "tool"
+        and not row[_POS["tool_call_uid"]]
+        and row[_POS["tool_call_id"]]
+        and not (as_given and "tool_call_uid" in msg)
+    ):
         row[_POS["tool_call_uid"]] = pending.lookup(row[_POS["tool_call_id"]])
     md = row[_POS["display_metadata"]]
     if md is not None and not isinstance(md, Mapping | str):
@@ -229,43 +249,73 @@ _VALUES = "(" + ", ".join("?" for _ in INSERT_COLUMNS) + ")"
 
 
 @functools.cache
-def _multi_insert_sql(n: int) -> str:
+def _multi_insert_sql(n: int, columns: tuple[str, ...] = INSERT_COLUMNS) -> str:
+    values = "(" + ", ".join("?" for _ in columns) + ")"
     return (
-        f"INSERT INTO messages ({', '.join(INSERT_COLUMNS)}) VALUES "
-        + ", ".join([_VALUES] * n)
+        f"INSERT INTO messages ({', '.join(columns)}) VALUES "
+        + ", ".join([values] * n)
         + " RETURNING id"
     )
 
 
-def _insert_rows(conn: sqlite3.Connection, rows: list[list[Any]]) -> list[int]:
-    """Insert prepared rows in order; return their ids. Lone surrogates are removed."""
+def _insert_rows(
+    conn: sqlite3.Connection,
+    rows: list[list[Any]],
+    columns: tuple[str, ...] = INSERT_COLUMNS,
+) -> list[int]:
+    """Insert prepared rows (values in ``columns`` order) in order; return their ids.
+
+    Lone surrogates are removed.
+    """
     ids: list[int] = []
     for start in range(0, len(rows), _ROWS_PER_STATEMENT):
         chunk = rows[start : start + _ROWS_PER_STATEMENT]
         params = [v for row in chunk for v in row]
+        sql = _multi_insert_sql(len(chunk), columns)
         try:
-            got = conn.execute(_multi_insert_sql(len(chunk)), params).fetchall()
+            got = conn.execute(sql, params).fetchall()
         except UnicodeEncodeError:  # sqlite3 cannot bind lone surrogates
-            got = conn.execute(
-                _multi_insert_sql(len(chunk)), [scrub_surrogates(v) for v in params]
-            ).fetchall()
+            got = conn.execute(sql, [scrub_surrogates(v) for v in params]).fetchall()
         # One statement assigns ascending ids in VALUES order; RETURNING's order is unspecified.
         ids.extend(sorted(r[0] for r in got))
     return ids
 
 
+_COUNT_SQL_WITHOUT_ACTIVITY = (
+    "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?,"
+    " tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?"
+)
+_COUNT_SQL = _COUNT_SQL_WITHOUT_ACTIVITY.replace(
+    " WHERE id", ", last_activity_at = MAX(COALESCE(last_activity_at, 0), ?) WHERE id"
+)
+
+
 def insert_messages(
-    conn: sqlite3.Connection, session_id: str, messages: Iterable[Mapping[str, Any]]
+    conn: sqlite3.Connection,
+    session_id: str,
+    messages: Iterable[Mapping[str, Any]],
+    *,
+    columns: Collection[str] | None = None,
+    ids: Sequence[int] | None = None,
+    activity: bool = True,
+    as_given: bool = False,
 ) -> list[int]:
-    """Insert messages into a session inside the caller's transaction; return their ids."""
-    pending = _PendingUids(conn, session_id)
+    """Insert messages into a session inside the caller's transaction; return their ids.
+
+    ``columns`` names the message columns the store has (None: all of this schema's); fields
+    of the others are not written, so an import fits a layout older than ours. ``ids`` gives
+    each message its row id (ascending, all free: the caller checked), as an import keeps them.
+    ``activity=False`` leaves ``last_activity_at`` alone (a layout without that column).
+    ``as_given`` keeps the uids a message names, null included (see _prepare_row).
+    """
+    pending = _PendingUids(conn, session_id, columns is None or "tool_call_uids" in columns)
     now = time.time()
     rows = []
     tool_calls = 0
     visible = 0
     newest = None
     for msg in messages:
-        row, calls = _prepare_row(session_id, msg, pending, now)
+        row, calls = _prepare_row(session_id, msg, pending, now, as_given)
         rows.append(row)
         if row[_ACTIVE]:
             visible += 1
@@ -278,15 +328,24 @@ def insert_messages(
         require_session_in(conn, session_id)
         return []
     # The counter update doubles as the existence check: no separate SELECT per append.
-    cur = conn.execute(
-        "UPDATE sessions SET message_count = COALESCE(message_count, 0) + ?,"
-        " tool_call_count = COALESCE(tool_call_count, 0) + ?,"
-        " last_activity_at = MAX(COALESCE(last_activity_at, 0), ?) WHERE id = ?",
-        (visible, tool_calls, newest, session_id),
-    )
+    if activity:
+        cur = conn.execute(_COUNT_SQL, (visible, tool_calls, newest, session_id))
+    else:
+        cur = conn.execute(_COUNT_SQL_WITHOUT_ACTIVITY, (visible, tool_calls, session_id))
     if cur.rowcount != 1:
         raise SessionNotFoundError(f"No session with id {session_id}")
-    ids = _insert_rows(conn, rows)
+    if columns is None and ids is None:
+        ids = _insert_rows(conn, rows)
+    else:
+        keep = [i for i, c in enumerate(INSERT_COLUMNS) if columns is None or c in columns]
+        names = tuple(INSERT_COLUMNS[i] for i in keep)
+        written = [[r[i] for i in keep] for r in rows]
+        if ids is not None:
+            if len(ids) != len(rows) or any(a >= b for a, b in itertools.pairwise(ids)):
+                raise ValueError("explicit message ids must be ascending, one per message")
+            names = ("id", *names)
+            written = [[i, *r] for i, r in zip(ids, written, strict=True)]
+        ids = _insert_rows(conn, written, names)
     from hermes_state import cjk
 
     # The CJK index is fed from memory; the texts as stored (lone surrogates removed).
@@ -369,6 +428,36 @@ def _decoded(names: Sequence[str], row: tuple[Any, ...]) -> dict[str, Any]:
     return _decode_in_place(
         dict(zip(names, row, strict=True)), may_hold_bytes=bytes in map(type, row)
     )
+
+
+# A binary cache of the agent's display code, recomputed when null: not part of a copy.
+UNCOPIED_COLUMNS = frozenset({"session_id", "display_identity"})
+
+
+def iter_stored(
+    store: Store, session_id: str, *, after_id: int = 0, chunk: int = 2000
+) -> Iterator[dict[str, Any]]:
+    """Yield a session's rows as stored (the store's own columns, nothing derived), id order.
+
+    Every generation is included; each chunk is one short statement (its own read), so a
+    long copy never holds a read transaction open while the agent writes.
+    """
+    names = [c for c in store.columns("messages") if c not in UNCOPIED_COLUMNS]
+    at = names.index("id")
+    sql = (
+        f"SELECT {', '.join(quote(c) for c in names)} FROM messages"
+        " WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?"
+    )
+    after = int(after_id)
+    while True:
+        cur = store.conn.cursor()
+        cur.row_factory = None
+        rows = cur.execute(sql, (session_id, after, chunk)).fetchall()
+        for row in rows:
+            yield _decoded(names, row)
+        if len(rows) < chunk:
+            return
+        after = rows[-1][at]
 
 
 def message_select(store: Store, alias: str = "") -> str:

@@ -24,10 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar, cast
 
-from hermes_state import bulkload, messages as msglib, sessions as seslib
+from hermes_state import bulkload, messages as msglib, sessions as seslib, values
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError
+from hermes_state.import_target import USAGE_TABLE, Fitting, Target
 from hermes_state.ledger import busy_message, open_work_in
+from hermes_state.sql import chunks, marks, quote
 from hermes_state.text import bindable, scrub_surrogates
 
 SESSION_CHUNK = 500
@@ -47,6 +49,8 @@ SUMMARY_FLAG = msglib.SUMMARY_COLUMN  # marks a compression summary row; set aft
 # Counters the store maintains while inserting; an import puts the exported values back after.
 _RESTORED_COUNTERS = ("message_count", "tool_call_count", "last_activity_at")
 SQLITE_INT_MIN, SQLITE_INT_MAX = -(2**63), 2**63 - 1
+USAGE_KEY = "model_usage"  # a session's session_model_usage rows, in an export record
+AFTER_ID_KEY = "messages_after_id"  # an export of only the messages above this id
 TOO_DEEP = "nested too deeply to read (a JSON value inside hundreds of levels of arrays/objects)"
 
 Progress = Callable[[int], None]
@@ -70,6 +74,14 @@ class ExportCounts:
 
     sessions: int = 0
     messages: int = 0
+    highest_id: int | None = None  # the highest message row id written (a feed's next N)
+
+    def saw(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Note the row ids of messages written."""
+        for row in rows:
+            value = row.get("id")
+            if isinstance(value, int) and (self.highest_id is None or value > self.highest_id):
+                self.highest_id = value
 
 
 @dataclass(frozen=True)
@@ -87,8 +99,13 @@ class ImportResult:
 
     imported: int = 0
     replaced: int = 0
+    appended: int = 0  # change-feed records of sessions already here: their new messages added
     skipped: int = 0
     messages: int = 0
+    already_there: int = 0  # messages of change-feed records this store had already
+    kept_ids: int = 0  # messages that kept their exported row id
+    renumbered: int = 0  # messages whose id was taken here, given a new one
+    usage_rows: int = 0
     errors: list[ImportIssue] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -106,15 +123,42 @@ def _message_record(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "session_id"}
 
 
-def _session_messages(store: Store, session_id: str) -> Iterator[dict[str, Any]]:
-    for row in msglib.iter_messages(store, session_id, include_inactive=True, chunk=MESSAGE_CHUNK):
-        row.pop("session_id", None)  # a fresh dict per row: cheaper than copying it
-        yield row
+def _session_messages(store: Store, session_id: str, after_id: int = 0) -> Iterator[dict[str, Any]]:
+    """Yield a session's message rows as stored, every generation, above after_id."""
+    return msglib.iter_stored(store, session_id, after_id=after_id, chunk=MESSAGE_CHUNK)
+
+
+def session_record(store: Store, session_id: str) -> dict[str, Any] | None:
+    """Return a session as an export carries it, or None.
+
+    Every column the store has (and only those: another release's layout has other columns),
+    the prompt texts in place of their content addresses, and the session's per-model usage
+    rows under "model_usage" (when it has any).
+    """
+    with store.snapshot() as conn:
+        row = conn.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            return None
+        out = values.clean_row(dict(row))
+        seslib.resolve_prompts(store, out)
+        if store.columns(USAGE_TABLE):
+            usage = [
+                values.clean_row({k: u[k] for k in u.keys() if k != "session_id"})  # noqa: SIM118
+                for u in conn.execute(
+                    f"SELECT * FROM {USAGE_TABLE} WHERE session_id = ? ORDER BY rowid",
+                    (session_id,),
+                )
+            ]
+            if usage:
+                out[USAGE_KEY] = usage
+    return out
 
 
 def export_session(store: Store, session_id: str) -> dict[str, Any]:
     """Return one session's columns plus "messages": every message row, flags included."""
-    row = seslib.require_session(store, session_id)
+    row = session_record(store, bindable(session_id))
+    if row is None:
+        raise SessionNotFoundError(f"No session with id {session_id}")
     return {**row, "messages": list(_session_messages(store, session_id))}
 
 
@@ -134,10 +178,14 @@ def _session_ids(
     exclude_sources: Sequence[str],
     started_after: float | None,
     started_before: float | None,
+    after_id: int | None = None,
 ) -> Iterator[str]:
     """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
     where: list[str] = []
     params: list[Any] = []
+    if after_id is not None:
+        where.append("id IN (SELECT DISTINCT session_id FROM messages WHERE id > ?)")
+        params.append(int(after_id))
     if sources:
         where.append(f"source IN ({', '.join('?' for _ in sources)})")
         params += [bindable(s) for s in sources]
@@ -178,10 +226,14 @@ def export_all(
     started_before: float | None = None,
     sources: Iterable[str] | None = None,
     exclude_sources: Iterable[str] | None = None,
+    after_id: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield export records oldest first; each record's "messages" is a lazy iterator.
 
     source and sources keep sessions from those sources; exclude_sources leaves some out.
+    ``after_id`` makes a change feed: only the messages with a higher row id, in records of
+    the sessions that have any (each marked with ``messages_after_id``), so a follower that
+    keeps the highest id it has seen never reads a message twice.
     """
     wanted = [*([source] if source is not None else []), *(sources or ())]
     excluded = list(exclude_sources or ())
@@ -194,9 +246,10 @@ def export_all(
             exclude_sources=excluded,
             started_after=started_after,
             started_before=started_before,
+            after_id=after_id,
         )
     for sid in ids:
-        row = seslib.get_session(store, sid)
+        row = session_record(store, sid)
         if row is None:
             if session_ids is not None:
                 raise SessionNotFoundError(f"No session with id {sid}")
@@ -205,7 +258,14 @@ def export_all(
             row, wanted, excluded, started_after, started_before
         ):
             continue
-        yield {**row, "messages": _session_messages(store, sid)}
+        if after_id is None:
+            yield {**row, "messages": _session_messages(store, sid)}
+            continue
+        head = list(itertools.islice(_session_messages(store, sid, after_id), 1))
+        if not head:
+            continue  # a session named by id without new messages
+        newer = itertools.chain(head, _session_messages(store, sid, head[0]["id"]))
+        yield {**row, AFTER_ID_KEY: int(after_id), "messages": newer}
 
 
 def _matches(
@@ -242,8 +302,11 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
 
-def write_record(record: Mapping[str, Any], fp: IO[str]) -> int:
-    """Write one record as a single JSON object, streaming its messages; return how many."""
+def write_record(record: Mapping[str, Any], fp: IO[str], counts: ExportCounts | None = None) -> int:
+    """Write one record as a single JSON object, streaming its messages; return how many.
+
+    ``counts`` notes the highest message id written.
+    """
     head = {k: v for k, v in record.items() if k != "messages"}
     text = _dumps(head)
     fp.write(text[:-1] + ("," if head else "") + '"messages":[')
@@ -251,6 +314,8 @@ def write_record(record: Mapping[str, Any], fp: IO[str]) -> int:
     # Encode messages a bounded batch at a time: one dumps call per batch, memory stays flat.
     for batch in _batches(record.get("messages") or (), WRITE_BATCH):
         rows = [m if "session_id" not in m else _message_record(m) for m in batch]
+        if counts is not None:
+            counts.saw(rows)
         fp.write(("," if n else "") + _dumps(rows)[1:-1])
         n += len(rows)
     fp.write("]}")
@@ -263,7 +328,7 @@ def write_jsonl(
     """Write records as JSON Lines, one session per line."""
     counts = ExportCounts()
     for record in records:
-        counts.messages += write_record(record, fp)
+        counts.messages += write_record(record, fp, counts)
         fp.write("\n")
         counts.sessions += 1
         if progress is not None:
@@ -279,7 +344,7 @@ def write_json(
     fp.write("[")
     for record in records:
         fp.write(",\n" if counts.sessions else "\n")
-        counts.messages += write_record(record, fp)
+        counts.messages += write_record(record, fp, counts)
         counts.sessions += 1
         if progress is not None:
             progress(1)
@@ -606,9 +671,10 @@ _MESSAGE_FLAGS = ("active", "compacted", "observed")
 
 def _validate(
     record: Any, ignored: set[str]
-) -> tuple[dict[str, Any], list[dict[str, Any]], list[int]]:
-    """Check one record's shape; return the session fields, the message dicts to insert and
-    the positions of the compression summary rows among them."""
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[int], list[int] | None]:
+    """Check one record's shape; return the session fields, the message dicts to insert, the
+    positions of the compression summary rows among them and the messages' exported row ids
+    (None unless every message has one, ascending)."""
     if not isinstance(record, Mapping):
         raise _Invalid(f"expected a JSON object (one session), got {type(record).__name__}")
     sid = record.get("id")
@@ -629,16 +695,42 @@ def _validate(
     raw_messages = record.get("messages", [])
     if not isinstance(raw_messages, list):
         raise _Invalid("'messages' must be a list")
-    session = {k: _column_value(k, v) for k, v in record.items() if k != "messages"}
+    usage = record.get(USAGE_KEY)
+    if usage is not None and (
+        not isinstance(usage, list) or not all(isinstance(u, Mapping) for u in usage)
+    ):
+        raise _Invalid(f"'{USAGE_KEY}' must be a list of objects")
+    after = record.get(AFTER_ID_KEY)
+    if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
+        raise _Invalid(f"'{AFTER_ID_KEY}' must be an integer")
+    session = {
+        k: _column_value(k, v) for k, v in record.items() if k not in ("messages", USAGE_KEY)
+    }
+    if usage:
+        session[USAGE_KEY] = [
+            {str(k): _column_value(f"{USAGE_KEY}.{k}", v) for k, v in u.items()} for u in usage
+        ]
     if not session["source"]:
         raise _Invalid("'source' must be a non-empty string")
     out: list[dict[str, Any]] = []
     summaries: list[int] = []
+    ids: list[int] | None = []
     # Runs once per message of every import: plain lookups, one pass over the values.
     for i, msg in enumerate(raw_messages):
         if not isinstance(msg, Mapping):
             raise _Invalid(f"messages[{i}] must be an object")
         get = msg.get
+        if ids is not None:
+            row_id = get("id")
+            if (
+                isinstance(row_id, int)
+                and not isinstance(row_id, bool)
+                and 0 < row_id <= SQLITE_INT_MAX
+                and (not ids or ids[-1] < row_id)
+            ):
+                ids.append(row_id)
+            else:
+                ids = None
         role = get("role")
         if not isinstance(role, str) or not role:
             raise _Invalid(f"messages[{i}]: 'role' must be a non-empty string")
@@ -654,14 +746,16 @@ def _validate(
                 raise _Invalid(f"messages[{i}]: '{flag}' must be 0 or 1")
         keys = msg.keys()
         if not keys <= _KNOWN_MESSAGE_KEYS:
-            ignored.update(f"messages.{k}" for k in keys - _KNOWN_MESSAGE_KEYS)
+            ignored.update(
+                f"messages.{k}" for k in keys - _KNOWN_MESSAGE_KEYS if msg[k] is not None
+            )
         for k, v in msg.items():
             if isinstance(v, int) and not isinstance(v, bool):
                 _column_value(f"messages[{i}].{k}", v)  # refuses what SQLite cannot hold
         if get(SUMMARY_FLAG):
             summaries.append(i)
         out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS})
-    return session, out, summaries
+    return session, out, summaries, (ids or None)
 
 
 # --- import: writing ------------------------------------------------------------------------
@@ -680,18 +774,27 @@ def write_session(
     *,
     on_conflict: str,
     unlink_parent: bool = True,
-    ignored: set[str],
+    ids: Sequence[int] | None = None,
+    target: Target | None = None,
+    fitting: Fitting | None = None,
 ) -> str:
     """Insert (or replace) one session and its messages inside the caller's transaction.
 
-    Returns "imported", "replaced", "skipped" (it exists and on_conflict is "skip") or
+    Returns "imported", "replaced", "appended" (a change-feed record of a session already here:
+    its messages not here yet were added), "skipped" (it exists and on_conflict is "skip") or
     "deferred" (its parent is not in the store yet and ``unlink_parent`` is false). Raises one
     of REFUSALS when the store cannot take it as it is (nothing of it is written then, once the
-    caller rolls back).
+    caller rolls back). The record is fitted to the store's layout (``target``), and what that
+    changed is counted in ``fitting``; ``ids`` are the messages' exported row ids, kept when
+    they are all free here.
     """
+    target = target or Target(store)
+    fitting = fitting if fitting is not None else Fitting()
     sid = session["id"]
     exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone() is not None
-    if exists and on_conflict == "skip":
+    # A change-feed record (export --after-id) carries only newer messages: it appends.
+    appending = exists and session.get(AFTER_ID_KEY) is not None
+    if exists and on_conflict == "skip" and not appending:
         return "skipped"
     parent = session.get("parent_session_id")
     if parent and parent != sid:
@@ -707,64 +810,131 @@ def write_session(
         ).fetchone()
         if holder is not None:
             raise _Refused(f"title {title!r} is already used by session {holder[0]} in this store")
-    live = store.columns("sessions")
-    ignored.update(k for k in session if k not in live)
-    cols = [c for c in session if c in live]
-    quoted = ", ".join(f'"{c}"' for c in cols)
-    values = [session[c] for c in cols]
-    if exists:
+    usage = session.get(USAGE_KEY) or []
+    row = target.session_row(conn, session, fitting)
+    above = 0
+    if appending:
+        given = len(msgs)
+        msgs, summary_at, ids, above = _not_yet_in(conn, target, sid, msgs, summary_at, ids)
+        fitting.already_there += given - len(msgs)
+        if target.usage_columns:
+            conn.execute(f"DELETE FROM {USAGE_TABLE} WHERE session_id = ?", (sid,))
+        _update_session(conn, sid, row)
+    elif exists:
         # Replacing empties the session: refused, like delete, while the gateway has work open.
         busy = open_work_in(conn, [sid])
         if busy:
             raise _Refused(busy_message(sid, busy) + "; it was not replaced")
         conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
-        sets = ", ".join(f'"{c}" = ?' for c in cols if c != "id")
-        conn.execute(
-            f"UPDATE sessions SET {sets} WHERE id = ?",
-            [session[c] for c in cols if c != "id"] + [sid],
-        )
+        if target.usage_columns:
+            conn.execute(f"DELETE FROM {USAGE_TABLE} WHERE session_id = ?", (sid,))
+        _update_session(conn, sid, row)
     else:
+        cols = list(row)
         conn.execute(
-            f"INSERT INTO sessions ({quoted}) VALUES ({', '.join('?' for _ in cols)})", values
+            f"INSERT INTO sessions ({', '.join(quote(c) for c in cols)}) "
+            f"VALUES ({marks(len(cols))})",
+            [row[c] for c in cols],
         )
+    target.count_dropped_fields(msgs, fitting)
+    # A file without ids (hand-written, or an older export) has nothing to keep.
+    kept = None
+    if ids is not None and len(ids) == len(msgs):
+        kept = target.free_ids(conn, ids, fitting, above=above)
     try:
-        ids = msglib.insert_messages(conn, sid, msgs)
+        new_ids = msglib.insert_messages(
+            conn,
+            sid,
+            msgs,
+            columns=target.message_columns,
+            ids=kept,
+            activity="last_activity_at" in target.session_columns,
+            as_given=True,
+        )
     except (TypeError, ValueError) as exc:
         raise _Refused(f"bad message: {exc}") from exc
-    summaries = [ids[i] for i in summary_at]
+    target.write_usage(conn, sid, usage, fitting)
+    summaries = [new_ids[i] for i in summary_at]
     if summaries:
-        if SUMMARY_FLAG not in store.columns("messages"):
-            ignored.add(f"messages.{SUMMARY_FLAG}")
+        if SUMMARY_FLAG not in target.message_columns:
+            fitting.dropped[f"messages.{SUMMARY_FLAG}"] += len(summaries)
         else:
-            for at in range(0, len(summaries), 500):
-                chunk = summaries[at : at + 500]
+            for part in chunks(summaries, 500):
                 conn.execute(
-                    f"UPDATE messages SET {SUMMARY_FLAG} = 1 "
-                    f"WHERE id IN ({','.join('?' * len(chunk))})",
-                    chunk,
+                    f"UPDATE messages SET {SUMMARY_FLAG} = 1 WHERE id IN ({marks(len(part))})",
+                    part,
                 )
-    restored = [c for c in _RESTORED_COUNTERS if c in session and c in live]
+    restored = [c for c in _RESTORED_COUNTERS if c in row]
     if restored:
         # insert_messages counted the rows again; the exported counters are the truth.
         conn.execute(
             f"UPDATE sessions SET {', '.join(f'{c} = ?' for c in restored)} WHERE id = ?",
-            [session[c] for c in restored] + [sid],
+            [row[c] for c in restored] + [sid],
         )
+    if appending:
+        return "appended"
     return "replaced" if exists else "imported"
 
 
-def require_import_columns(store: Store) -> None:
-    """Refuse (StoreNeedsMigrationError) a store that lacks columns an export round-trips."""
-    from hermes_state.errors import StoreNeedsMigrationError
-    from hermes_state.messages import INSERT_COLUMNS
-
-    missing = [c for c in INSERT_COLUMNS if c not in store.columns("messages")]
-    if missing:
-        version = store.layout.version if store.layout is not None else None
-        raise StoreNeedsMigrationError(
-            f"{store.path} is at schema {version}, which has no column for "
-            f"{', '.join(missing)}; importing would lose them, so nothing was imported"
+def _update_session(conn: sqlite3.Connection, session_id: str, row: Mapping[str, Any]) -> None:
+    """Set a session's columns to the record's (its id stays)."""
+    cols = [c for c in row if c != "id"]
+    if cols:
+        conn.execute(
+            f"UPDATE sessions SET {', '.join(f'{quote(c)} = ?' for c in cols)} WHERE id = ?",
+            [row[c] for c in cols] + [session_id],
         )
+
+
+def _not_yet_in(
+    conn: sqlite3.Connection,
+    target: Target,
+    session_id: str,
+    msgs: list[dict[str, Any]],
+    summary_at: Sequence[int],
+    ids: Sequence[int] | None,
+) -> tuple[list[dict[str, Any]], list[int], list[int] | None, int]:
+    """Keep the messages of a change-feed record the session does not have yet.
+
+    A message is there already when the session holds its message_uid or its row id. Returns
+    the messages left, their summary positions and ids, and the session's highest id (new ids
+    must come after it to keep the conversation's order).
+    """
+    top = conn.execute(
+        "SELECT COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?", (session_id,)
+    ).fetchone()[0]
+    uids: set[str] = set()
+    if "message_uid" in target.message_columns:
+        uids = {
+            r[0]
+            for r in conn.execute(
+                "SELECT message_uid FROM messages WHERE session_id = ? AND message_uid IS NOT NULL",
+                (session_id,),
+            )
+        }
+    have_ids: set[int] = set()
+    if ids is not None:
+        low = min(ids, default=0)
+        have_ids = {
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM messages WHERE session_id = ? AND id >= ?", (session_id, low)
+            )
+        }
+    keep: list[int] = []
+    for i, msg in enumerate(msgs):
+        if msg.get("message_uid") in uids and msg.get("message_uid") is not None:
+            continue
+        if ids is not None and ids[i] in have_ids:
+            continue
+        keep.append(i)
+    position = {old: new for new, old in enumerate(keep)}
+    return (
+        [msgs[i] for i in keep],
+        [position[i] for i in summary_at if i in position],
+        [ids[i] for i in keep] if ids is not None else None,
+        int(top),
+    )
 
 
 # What a session the store refuses raises inside its savepoint (the others still import).
@@ -780,16 +950,17 @@ class _Pending:
     session: dict[str, Any]
     msgs: list[dict[str, Any]]
     summary_at: list[int]
+    ids: list[int] | None
 
 
 def _write_batch(
     conn: sqlite3.Connection,
-    store: Store,
+    target: Target,
     batch: Sequence[_Pending],
     *,
     on_conflict: str,
     unlink_parent: bool,
-    ignored: set[str],
+    fitting: Fitting,
     before_index: Callable[[], None] | None = None,
 ) -> list[str | ImportIssue]:
     """Write sessions in the caller's transaction, each in a savepoint; return each outcome.
@@ -807,13 +978,15 @@ def _write_batch(
         try:
             outcome: str | ImportIssue = write_session(
                 conn,
-                store,
+                target.store,
                 p.session,
                 p.msgs,
                 p.summary_at,
                 on_conflict=on_conflict,
                 unlink_parent=unlink_parent,
-                ignored=ignored,
+                ids=p.ids,
+                target=target,
+                fitting=fitting,
             )
         except REFUSALS as exc:
             conn.execute("ROLLBACK TO hermes_import_session")
@@ -844,7 +1017,7 @@ def _prepared(
             batch.append(ImportIssue(line, None, record.message))
             continue
         try:
-            session, msgs, summary_at = _validate(record, ignored)
+            session, msgs, summary_at, ids = _validate(record, ignored)
         except _Invalid as exc:
             sid = record.get("id") if isinstance(record, Mapping) else None
             batch.append(ImportIssue(line, sid if isinstance(sid, str) else None, str(exc)))
@@ -862,7 +1035,7 @@ def _prepared(
             )
             continue
         first_line[sid] = line
-        batch.append(_Pending(line, session, msgs, summary_at))
+        batch.append(_Pending(line, session, msgs, summary_at, ids))
         rows += len(msgs) + 1
         if rows >= IMPORT_BATCH_MESSAGES:
             yield batch
@@ -957,9 +1130,30 @@ def import_sessions(
     """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
-    require_import_columns(store)
     result = ImportResult()
     ignored: set[str] = set()
+    fitting = Fitting()
+    targets: list[Target] = []
+
+    def in_transaction(
+        conn: sqlite3.Connection,
+        batch: list[_Pending],
+        unlink: bool,
+        before_index: Callable[[], None] | None,
+    ) -> tuple[list[str | ImportIssue], Fitting]:
+        if not targets:  # the layout is read inside the write, where its waits are retried
+            targets.append(Target(store))
+        counted = Fitting()  # this attempt's: a transaction replayed after a lock counts once
+        outcomes = _write_batch(
+            conn,
+            targets[0],
+            batch,
+            on_conflict=on_conflict,
+            unlink_parent=unlink,
+            fitting=counted,
+            before_index=before_index,
+        )
+        return outcomes, counted
 
     def write(
         batch: list[_Pending], unlink: bool, before_index: Callable[[], None] | None = None
@@ -967,18 +1161,11 @@ def import_sessions(
         """Write a batch in one transaction; record the outcomes; return the deferred ones."""
         if not batch:
             return []
-        outcomes = store.write(
-            lambda conn: _write_batch(
-                conn,
-                store,
-                batch,
-                on_conflict=on_conflict,
-                unlink_parent=unlink,
-                ignored=ignored,
-                before_index=before_index,
-            ),
+        outcomes, counted = store.write(
+            lambda conn: in_transaction(conn, batch, unlink, before_index),
             patience=TRANSCRIPT_WRITE_PATIENCE_S,
         )
+        fitting.add(counted)
         waiting = []
         for p, outcome in zip(batch, outcomes, strict=True):
             if outcome == "deferred":
@@ -991,6 +1178,7 @@ def import_sessions(
             else:
                 result.imported += outcome == "imported"
                 result.replaced += outcome == "replaced"
+                result.appended += outcome == "appended"
                 result.messages += len(p.msgs)
                 if unlink:
                     result.warnings.append(
@@ -1023,6 +1211,11 @@ def import_sessions(
     result.errors.sort(key=lambda issue: issue.line)
     if ignored:
         result.warnings.append(
-            "fields this store has no column for were ignored: " + ", ".join(sorted(ignored))
+            "fields this hermes does not know were ignored: " + ", ".join(sorted(ignored))
         )
+    result.warnings.extend(fitting.notes())
+    result.kept_ids, result.renumbered = fitting.kept_ids, fitting.renumbered
+    result.messages -= fitting.already_there
+    result.already_there = fitting.already_there
+    result.usage_rows = fitting.usage_rows
     return result

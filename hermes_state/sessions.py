@@ -228,18 +228,30 @@ def get_session(store: Store, session_id: str) -> dict[str, Any] | None:
     out = {c: None for c in column_names("sessions")}
     out.update(dict(row))
     values.clean_row(out)
-    # Upstream layouts keep prompts content-addressed in a side table.
-    if (
-        out.get("system_prompt") is None
-        and out.get("system_prompt_hash")
-        and store.has_table("system_prompts")
-    ):
-        prow = store.conn.execute(
-            "SELECT prompt FROM system_prompts WHERE hash = ?", (out["system_prompt_hash"],)
-        ).fetchone()
-        if prow is not None:
-            out["system_prompt"] = prow[0]
+    resolve_prompts(store, out)
     return out
+
+
+def resolve_prompts(store: Store, row: dict[str, Any]) -> None:
+    """Put a session row's prompt texts in place of their content addresses (in place).
+
+    The agent's newer layouts keep the system prompt (``system_prompt_hash``) and the tool pin
+    (``tool_names`` holding a hash) in the ``system_prompts`` table, once per content.
+    """
+    wanted = []
+    if row.get("system_prompt") is None and row.get("system_prompt_hash"):
+        wanted.append(("system_prompt", row["system_prompt_hash"]))
+    pin = row.get("tool_names")
+    if isinstance(pin, str) and len(pin) == 64:
+        wanted.append(("tool_names", pin))
+    if not wanted or not store.has_table("system_prompts"):
+        return
+    for column, digest in wanted:
+        found = store.conn.execute(
+            "SELECT prompt FROM system_prompts WHERE hash = ?", (digest,)
+        ).fetchone()
+        if found is not None:
+            row[column] = found[0]
 
 
 def require_session(store: Store, session_id: str) -> dict[str, Any]:

@@ -47,6 +47,7 @@ LAYERS: list[set[str]] = [
         "workspace",
         "handoff",
         "auto_maintenance",
+        "import_target",
     },
     {"messages", "ledger", "usage", "search", "restore", "recover_target", "recover_verify"},
     {
