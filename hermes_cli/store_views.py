@@ -283,6 +283,13 @@ def recovery_report(report: Any) -> None:
         f"{v.foreign_key_violations} foreign key violations, "
         f"{len(v.fts_problems)} search index problems, schema v{v.schema_version})"
     )
+    if report.source_copy == "snapshot":
+        echo(
+            "Source: a snapshot of the live store taken through SQLite while it was being "
+            "written (the rows committed at that moment)"
+        )
+    else:
+        echo("Source: a copy of the store's files")
     echo(f"Wrote {report.target}; report: {report.report_path}")
     if report.accepted:
         echo(

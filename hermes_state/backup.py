@@ -29,10 +29,11 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hermes_state import guard, layout, schema, store_objects
-from hermes_state.connection import access_error, read_only_uri, resolve_store_path
+from hermes_state import layout, schema, store_objects
+from hermes_state.connection import access_error, resolve_store_path
 from hermes_state.errors import HermesStateError
 from hermes_state.home import STORE_FILE, ensure_private_dir, profile_name_of
+from hermes_state.snapshot import sqlite_snapshot
 from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
 from hermes_state.workdirs import make_work_dir, remove_stale_work_dirs
 
@@ -59,8 +60,6 @@ MAX_RATIO = 200
 COMPRESS_LEVEL = 1  # --compress: zlib's fastest level (most of deflate's gain on SQLite pages)
 RATIO_FLOOR_BYTES = 1 << 20  # smaller members are not worth a ratio check
 COPY_CHUNK = 256 << 10
-READ_TIMEOUT_S = 10.0
-SNAPSHOT_MMAP_BYTES = 256 * 2**20
 MANIFEST_FORMAT = 2
 
 
@@ -261,26 +260,6 @@ def _walk(base: Path, *, skip_profiles: bool, notes: list[str]) -> Iterator[tupl
                 notes.append(f"{rel}: symbolic link, not archived")
             else:
                 notes.append(f"{rel}: not a regular file, not archived")
-
-
-def _sqlite_snapshot(path: Path, dest: Path) -> None:
-    """Copy a live database into dest with the backup API, in one step, from a read-only handle."""
-    guard.check_store_path(path)
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    os.close(fd)  # a fresh private file; SQLite opens it by name next
-    src = sqlite3.connect(read_only_uri(path), uri=True, timeout=READ_TIMEOUT_S)
-    try:
-        src.execute(f"PRAGMA mmap_size={SNAPSHOT_MMAP_BYTES}")  # fewer read syscalls and copies
-        dst = sqlite3.connect(dest)
-        try:
-            # A scratch copy: no journal and no fsync (the finished archive is fsynced once).
-            dst.execute("PRAGMA journal_mode=OFF")
-            dst.execute("PRAGMA synchronous=OFF")
-            src.backup(dst)  # pages=-1: the whole database in one step, one read transaction
-        finally:
-            dst.close()
-    finally:
-        src.close()
 
 
 def _count_tables(conn: sqlite3.Connection) -> dict[str, int]:
@@ -601,7 +580,7 @@ def create_backup(
                     snap = work.path / f"{len(result.members)}.db"
                     try:
                         mode = os.stat(source).st_mode
-                        _sqlite_snapshot(source, snap)
+                        sqlite_snapshot(source, snap)
                     except (sqlite3.Error, OSError) as exc:
                         if is_store_name(name):
                             raise _store_failure(name, source, exc) from exc

@@ -176,6 +176,14 @@ class Store:
         # Per-handle caches of other modules, by name (e.g. search's index report); each entry
         # carries its own staleness key.
         self.memo: dict[str, tuple[object, object]] = {}
+        # How long a statement outside the write loop waits inside SQLite for another
+        # process's lock (set by the open: the handle's patience for reads).
+        self.read_busy_ms = int(BUSY_TIMEOUT_S * 1000)
+
+    def wait_for_reads(self, seconds: float) -> None:
+        """Let every later statement outside a write wait up to seconds for a lock."""
+        self.read_busy_ms = max(1, int(seconds * 1000))
+        self.conn.execute(f"PRAGMA busy_timeout = {self.read_busy_ms}")
 
     @property
     def writes(self) -> int:
@@ -360,7 +368,7 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
     conn = store.conn
     start = time.monotonic()
     deadline = start + patience
-    busy_ms = int(BUSY_TIMEOUT_S * 1000)
+    busy_ms = store.read_busy_ms  # what the connection has now (its reads' patience)
     told = False
     while True:
         remaining = deadline - time.monotonic()
@@ -378,8 +386,8 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            if busy_ms != int(BUSY_TIMEOUT_S * 1000):
-                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            if busy_ms != store.read_busy_ms:
+                conn.execute(f"PRAGMA busy_timeout = {store.read_busy_ms}")
             return result
         except sqlite3.Error as exc:
             if is_corruption_error(exc):
@@ -395,7 +403,7 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
             remaining = deadline - now
             if remaining <= 0:
                 waited = now - start
-                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+                conn.execute(f"PRAGMA busy_timeout = {store.read_busy_ms}")
                 who = report_lock_holders(store.path, waited)
                 raise StoreLockedError(
                     f"{store.path.name} stayed locked by another process for {waited:.1f}s "
@@ -750,6 +758,7 @@ def _open_writable(
                 raise StoreNotFoundError(f"No store yet at {path}")
         if kind == "unknown":
             store.too_new = True  # browse only; writes raise _schema_refusal
+            store.wait_for_reads(waiting.limit(READ_BUSY_TIMEOUT_S))
             return store
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -771,6 +780,11 @@ def _open_writable(
             store.forget_columns()
         if tighten:
             secure_store_files(path)
+        # Every later read of the handle waits as long as its writes may (a command's
+        # patience, --wait included; the agent's library: as long as a read-only open).
+        store.wait_for_reads(
+            waiting.limit(WRITE_PATIENCE_S if role == "edit" else READ_BUSY_TIMEOUT_S)
+        )
         return store
     except sqlite3.DatabaseError as exc:
         _register_close(path)
@@ -885,8 +899,6 @@ def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
                 raise NotAHermesStoreError(f"{path} holds no Hermes session schema ({size} bytes)")
             _register_open(path)
             mode = journal.current_mode(conn)
-            # Later statements of the command wait as long as the open could.
-            conn.execute(f"PRAGMA busy_timeout = {int(max(patience, 0.001) * 1000)}")
             store = Store(
                 path,
                 conn,
@@ -896,6 +908,8 @@ def _open_read_only(path: Path, waiting: Waiting = NO_WAITING) -> Store:
                 found=found,
                 waiting=waiting,
             )
+            # Later statements of the command wait as long as the open could.
+            store.wait_for_reads(max(patience, 0.001))
             store.made_sidecars = mode == "wal" and not had_sidecars
             return store
         except sqlite3.DatabaseError as exc:

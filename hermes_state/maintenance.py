@@ -20,6 +20,7 @@ from hermes_state.errors import (
     LedgerBusyError,
     StoreBusyError,
     StoreCorruptError,
+    is_lock_error,
 )
 from hermes_state.ledger import (
     OpenWork,
@@ -1120,8 +1121,17 @@ def require_intact(store: Store, table: str | None = None) -> None:
         return
     pragma = "PRAGMA quick_check(5)" if table is None else f"PRAGMA quick_check({quote(table)})"
     try:
-        rows = [str(r[0]) for r in store.conn.execute(pragma)]
+        # A lock is not damage: it is waited out with the handle's patience, then reported
+        # as the lock it is (StoreLockedError).
+        rows = retry_locked(
+            store.path,
+            lambda: [str(r[0]) for r in store.conn.execute(pragma)],
+            store.waiting,
+            not_done="; nothing was written",
+        )
     except sqlite3.DatabaseError as exc:
+        if is_lock_error(exc):
+            raise
         rows = [str(exc)]
     if rows != ["ok"]:
         store.mark_damaged()

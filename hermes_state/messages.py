@@ -434,30 +434,36 @@ def _decoded(names: Sequence[str], row: tuple[Any, ...]) -> dict[str, Any]:
 UNCOPIED_COLUMNS = frozenset({"session_id", "display_identity"})
 
 
-def iter_stored(
-    store: Store, session_id: str, *, after_id: int = 0, chunk: int = 2000
-) -> Iterator[dict[str, Any]]:
-    """Yield a session's rows as stored (the store's own columns, nothing derived), id order.
-
-    Every generation is included; each chunk is one short statement (its own read), so a
-    long copy never holds a read transaction open while the agent writes.
-    """
+def stored_chunk(
+    store: Store, session_id: str, *, after_id: int = 0, limit: int = 2000
+) -> list[dict[str, Any]]:
+    """Return up to limit of a session's rows as stored (the store's own columns, nothing
+    derived, every generation) with an id above after_id, in id order: one statement."""
     names = [c for c in store.columns("messages") if c not in UNCOPIED_COLUMNS]
-    at = names.index("id")
     sql = (
         f"SELECT {', '.join(quote(c) for c in names)} FROM messages"
         " WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?"
     )
+    cur = store.conn.cursor()
+    cur.row_factory = None
+    return [_decoded(names, row) for row in cur.execute(sql, (session_id, int(after_id), limit))]
+
+
+def iter_stored(
+    store: Store, session_id: str, *, after_id: int = 0, chunk: int = 2000
+) -> Iterator[dict[str, Any]]:
+    """Yield a session's rows as stored_chunk reads them, a chunk per statement.
+
+    Each chunk is one short statement (its own read), so a long copy never holds a read
+    transaction open while the agent writes, nor while its consumer is slow.
+    """
     after = int(after_id)
     while True:
-        cur = store.conn.cursor()
-        cur.row_factory = None
-        rows = cur.execute(sql, (session_id, after, chunk)).fetchall()
-        for row in rows:
-            yield _decoded(names, row)
+        rows = stored_chunk(store, session_id, after_id=after, limit=chunk)
+        yield from rows
         if len(rows) < chunk:
             return
-        after = rows[-1][at]
+        after = rows[-1]["id"]
 
 
 def message_select(store: Store, alias: str = "") -> str:

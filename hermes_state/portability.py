@@ -18,6 +18,7 @@ import queue
 import sqlite3
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +35,9 @@ from hermes_state.text import bindable, scrub_surrogates
 
 SESSION_CHUNK = 500
 MESSAGE_CHUNK = 2000
+# Longest a read transaction of an export stays open (beside a writer on a rollback-journal
+# store, the writer's commit waits for it).
+READ_WINDOW_S = 0.05
 WRITE_BATCH = 100
 # Messages per import transaction (whole sessions, a savepoint each): a gateway waits at most
 # about this long for the lock (~0.3 s here), and FTS5 indexes a batch at once (bulkload).
@@ -248,24 +252,64 @@ def export_all(
             started_before=started_before,
             after_id=after_id,
         )
-    for sid in ids:
-        row = session_record(store, sid)
-        if row is None:
-            if session_ids is not None:
-                raise SessionNotFoundError(f"No session with id {sid}")
-            continue  # deleted while we were paging
-        if session_ids is not None and not _matches(
-            row, wanted, excluded, started_after, started_before
-        ):
-            continue
-        if after_id is None:
-            yield {**row, "messages": _session_messages(store, sid)}
-            continue
-        head = list(itertools.islice(_session_messages(store, sid, after_id), 1))
-        if not head:
+    feed = {AFTER_ID_KEY: int(after_id)} if after_id is not None else {}
+    for row, head, complete in _read_windows(
+        store,
+        iter(ids),
+        after_id=int(after_id or 0),
+        keep=None
+        if session_ids is None
+        else (lambda r: _matches(r, wanted, excluded, started_after, started_before)),
+        strict=session_ids is not None,
+    ):
+        if after_id is not None and not head:
             continue  # a session named by id without new messages
-        newer = itertools.chain(head, _session_messages(store, sid, head[0]["id"]))
-        yield {**row, AFTER_ID_KEY: int(after_id), "messages": newer}
+        rest: Iterable[dict[str, Any]] = ()
+        if not complete:
+            rest = _session_messages(store, row["id"], head[-1]["id"])
+        yield {**row, **feed, "messages": itertools.chain(head, rest)}
+
+
+def _read_windows(
+    store: Store,
+    ids: Iterator[str],
+    *,
+    after_id: int,
+    keep: Callable[[Mapping[str, Any]], bool] | None,
+    strict: bool,
+) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], bool]]:
+    """Read sessions and their first messages in short read transactions; yield each session's
+    record, the messages read and whether they are all of them.
+
+    One transaction covers as many sessions as fit in MESSAGE_CHUNK messages or
+    READ_WINDOW_S seconds, and ends before anything is yielded: the store is locked once per
+    window instead of once per statement (beside a writer on a rollback-journal store, each
+    lock can wait for the writer), and never while the consumer is busy or blocked. A session
+    with more messages than fit gets the rest read lazily, a chunk per statement.
+    """
+    done = False
+    while not done:
+        window: list[tuple[dict[str, Any], list[dict[str, Any]], bool]] = []
+        done = True
+        with store.snapshot():
+            start = time.monotonic()
+            budget = MESSAGE_CHUNK
+            for sid in ids:
+                row = session_record(store, sid)
+                if row is None:
+                    if strict:
+                        raise SessionNotFoundError(f"No session with id {sid}")
+                    continue  # deleted while we were paging
+                if keep is not None and not keep(row):
+                    continue
+                want = max(1, budget)
+                head = msglib.stored_chunk(store, sid, after_id=after_id, limit=want)
+                window.append((row, head, len(head) < want))
+                budget -= len(head)
+                if budget <= 0 or time.monotonic() - start >= READ_WINDOW_S:
+                    done = False
+                    break
+        yield from window
 
 
 def _matches(
@@ -896,15 +940,18 @@ def _not_yet_in(
 ) -> tuple[list[dict[str, Any]], list[int], list[int] | None, int]:
     """Keep the messages of a change-feed record the session does not have yet.
 
-    A message is there already when the session holds its message_uid or its row id. Returns
-    the messages left, their summary positions and ids, and the session's highest id (new ids
-    must come after it to keep the conversation's order).
+    A message is there already when the session holds its message_uid, or (a message
+    without one) a row of its id with its role, timestamp and content: an id alone may name
+    another message (an earlier import renumbered the session). Returns the messages left,
+    their summary positions and ids, and the session's highest id (new ids must come after it
+    to keep the conversation's order).
     """
     top = conn.execute(
         "SELECT COALESCE(MAX(id), 0) FROM messages WHERE session_id = ?", (session_id,)
     ).fetchone()[0]
+    with_uid = "message_uid" in target.message_columns
     uids: set[str] = set()
-    if "message_uid" in target.message_columns:
+    if with_uid:
         uids = {
             r[0]
             for r in conn.execute(
@@ -912,21 +959,27 @@ def _not_yet_in(
                 (session_id,),
             )
         }
-    have_ids: set[int] = set()
+    same: dict[int, tuple[Any, ...]] = {}
     if ids is not None:
-        low = min(ids, default=0)
-        have_ids = {
-            r[0]
-            for r in conn.execute(
-                "SELECT id FROM messages WHERE session_id = ? AND id >= ?", (session_id, low)
-            )
-        }
+        for row in conn.execute(
+            "SELECT id, role, timestamp, content FROM messages WHERE session_id = ? AND id >= ?",
+            (session_id, min(ids, default=0)),
+        ):
+            same[row[0]] = tuple(row[1:])
     keep: list[int] = []
     for i, msg in enumerate(msgs):
-        if msg.get("message_uid") in uids and msg.get("message_uid") is not None:
-            continue
-        if ids is not None and ids[i] in have_ids:
-            continue
+        uid = msg.get("message_uid")
+        if uid is not None and with_uid:
+            if uid in uids:
+                continue
+        elif ids is not None and ids[i] in same:
+            mine = (
+                msg.get("role"),
+                msg.get("timestamp"),
+                msglib.encode_content(msg.get("content")),
+            )
+            if same[ids[i]] == mine:
+                continue
         keep.append(i)
     position = {old: new for new, old in enumerate(keep)}
     return (

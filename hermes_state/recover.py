@@ -66,7 +66,6 @@ from hermes_state.recover_scan import (
 )
 from hermes_state.recover_source import (
     check_paths,
-    copy_bundle,
     count_rows,
     is_derived,
     master_entries,
@@ -76,6 +75,7 @@ from hermes_state.recover_source import (
     schema_from_pages,
     source_info,
     source_tables,
+    take_source,
     wal_doubts,
 )
 from hermes_state.recover_target import (
@@ -150,7 +150,7 @@ def recover(
     scratch = workdirs.make_work_dir(target.parent, WORK_PREFIX)
     work = scratch.path
     try:
-        copy = copy_bundle(source, work, report)
+        copy = take_source(source, work, report)
         wal = companion(copy, "-wal")
         if wal.exists() and wal.stat().st_size > 0:
             report = _judge_wal(copy, target, report, progress, copy_whole)

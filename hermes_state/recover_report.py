@@ -106,6 +106,7 @@ class RecoveryReport:
     source_bundle: dict[str, int] = field(default_factory=dict)  # file name -> bytes copied
     source_fingerprint: dict[str, list[int]] = field(default_factory=dict)  # name -> [size, ns]
     source_unchanged: bool = True
+    source_copy: str = "files"  # what was read: "files" (copied as they are) or "snapshot"
     source_readable: bool = True
     header_rewritten: bool = False  # the copy's header was repaired (see header_fixes)
     header_fixes: list[str] = field(default_factory=list)
@@ -225,6 +226,7 @@ class RecoveryReport:
             "source_bundle": dict(self.source_bundle),
             "source_fingerprint": {k: list(v) for k, v in self.source_fingerprint.items()},
             "source_unchanged": self.source_unchanged,
+            "source_copy": self.source_copy,
             "source_readable": self.source_readable,
             "header_rewritten": self.header_rewritten,
             "header_fixes": list(self.header_fixes),

@@ -21,6 +21,7 @@ from hermes_state.recover_report import (
     RecoveryReport,
 )
 from hermes_state.salvage import ColumnInfo, SchemaEntry
+from hermes_state.snapshot import sqlite_snapshot
 from hermes_state.sql import (
     SIDECAR_SUFFIXES,
     SQLITE_MAGIC,
@@ -89,6 +90,58 @@ def _fingerprint(source: Path) -> dict[str, tuple[int, int]]:
     return out
 
 
+class SourceChanging(RecoveryError):
+    """The store's files changed while they were being copied (a process writes them)."""
+
+
+COPY_RETRIES = 3
+SNAPSHOT_NOTE = (
+    "the store was being written while its files were copied: recovered from the snapshot "
+    "SQLite took of it (its online backup API, one read transaction), not from its files"
+)
+
+
+def take_source(source: Path, work: Path, report: RecoveryReport) -> Path:
+    """Put the copy a recovery reads into work: the store's files, or a snapshot of it.
+
+    The files themselves are copied when they hold still (a copy sees what SQLite cannot read
+    of a damaged file). When a process keeps writing them (a running gateway), SQLite's own
+    consistent snapshot is taken instead and the report says so; if SQLite cannot read one
+    (damage), the files are tried again a few times before giving up.
+    """
+    try:
+        return copy_bundle(source, work, report)
+    except SourceChanging:
+        _clear(work, source.name)
+    snap = work / source.name
+    try:
+        sqlite_snapshot(source, snap)
+    except sqlite3.Error as exc:
+        _clear(work, source.name)
+        for _attempt in range(COPY_RETRIES):
+            try:
+                return copy_bundle(source, work, report)
+            except SourceChanging:
+                _clear(work, source.name)
+        raise RecoveryError(
+            f"{source.name} kept changing while it was being copied (a process is writing "
+            f"it), and SQLite could not read a snapshot of it either ({exc})",
+            hint="Stop the gateway or other writers and retry.",
+        ) from exc
+    report.source_copy = "snapshot"
+    report.source_unchanged = True
+    report.source_bundle = {source.name: os.stat(snap).st_size}
+    report.notes.append(SNAPSHOT_NOTE)
+    return snap
+
+
+def _clear(work: Path, name: str) -> None:
+    """Remove a partial copy of the store's files from work."""
+    for suffix in STORE_FILE_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(work / (name + suffix))
+
+
 def copy_bundle(source: Path, work: Path, report: RecoveryReport) -> Path:
     """Copy the main file and its sidecars into work; refuse if they changed meanwhile."""
     before = _fingerprint(source)
@@ -105,7 +158,8 @@ def copy_bundle(source: Path, work: Path, report: RecoveryReport) -> Path:
     sizes = [report.source_bundle.get(n) == before[n][0] for n in before]
     if vanished or after != before or not all(sizes):
         report.source_unchanged = False
-        raise RecoveryError(
+        report.source_bundle.clear()
+        raise SourceChanging(
             f"{source.name} changed while it was being copied (a process is writing it)",
             hint="Stop the gateway or other writers and retry.",
         )

@@ -362,9 +362,22 @@ def test_writable_connection_pragmas(db_path: Path) -> None:
     assert got == {
         "synchronous": 1,
         "foreign_keys": 1,
-        "busy_timeout": 1000,
+        "busy_timeout": 5000,  # the agent's library: reads wait as a read-only open does
         "journal_size_limit": 64 * 1024 * 1024,
     }
+
+
+@pytest.mark.parametrize(("wait", "want_ms"), [(None, 20_000), (3.0, 3000), (0.0, 1)])
+def test_an_edit_handle_reads_with_the_commands_patience(
+    db_path: Path, wait: float | None, want_ms: int
+) -> None:
+    from hermes_state.connection import Waiting
+
+    open_store(db_path).close()
+    with open_store(db_path, role="edit", waiting=Waiting(patience=wait)) as store:
+        assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == want_ms
+        store.write(lambda c: c.execute("SELECT 1"))  # the write loop puts it back after
+        assert store.conn.execute("PRAGMA busy_timeout").fetchone()[0] == want_ms
 
 
 def test_read_only_connection_busy_timeout_is_5000_ms(populated: Path) -> None:

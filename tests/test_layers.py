@@ -38,6 +38,7 @@ LAYERS: list[set[str]] = [
     {"layout", "query", "store_objects"},
     {"migrations"},
     {"connection"},
+    {"snapshot"},
     {
         "sessions",
         "backup",

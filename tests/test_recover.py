@@ -255,30 +255,51 @@ while time.monotonic() < deadline:
 """
 
 
-def test_recover_refuses_a_source_that_changes_while_it_is_copied(
+def test_recover_of_a_source_being_written_reads_a_consistent_snapshot(
     big_source: Path, tmp_path: Path
 ) -> None:
+    total = stores.count_rows(big_source, "messages")
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(big_source)], stdout=subprocess.PIPE, text=True
     )
-    refusals = []
+    reports = []
     try:
         assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
         # The copy takes milliseconds; on a busy machine the writer may not run inside that
-        # window every time, so allow a few attempts (each must either refuse or succeed).
+        # window every time: a few attempts, until one had to take the snapshot.
         for attempt in range(5):
-            target = tmp_path / f"out{attempt}.db"
-            try:
-                recover(big_source, target)
-            except RecoveryError as exc:
-                refusals.append((str(exc), target))
+            report = recover(big_source, tmp_path / f"out{attempt}.db")
+            reports.append(report)
+            if report.source_copy == "snapshot":
                 break
     finally:
         writer.kill()
         writer.wait()
-    assert refusals and "changed while it was being copied" in refusals[0][0]
-    assert not refusals[0][1].exists()
+    snap = reports[-1]
+    assert snap.source_copy == "snapshot", [r.source_copy for r in reports]
+    assert snap.complete and snap.verified, snap.summary()
+    assert any("snapshot" in n for n in snap.notes)
+    assert rows(Path(snap.target), "SELECT count(*) FROM messages") == [(total,)]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("hermes-recover-")]
+
+
+def test_recover_that_cannot_take_a_snapshot_of_a_changing_source_refuses(
+    big_source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hermes_state import recover_source
+
+    def changing(source: Path, work: Path, report: object) -> Path:
+        raise recover_source.SourceChanging("state.db changed while it was being copied")
+
+    def unreadable(path: Path, dest: Path, **_: object) -> None:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(recover_source, "copy_bundle", changing)
+    monkeypatch.setattr(recover_source, "sqlite_snapshot", unreadable)
+    with pytest.raises(RecoveryError, match="kept changing") as caught:
+        recover(big_source, tmp_path / "out.db")
+    assert "Stop the gateway" in (caught.value.hint or "")
+    assert not (tmp_path / "out.db").exists()
 
 
 # --- damaged sources ------------------------------------------------------------------------

@@ -114,13 +114,13 @@ def test_recover_refuses_to_create_a_whole_missing_path(wal_store: Path, tmp_pat
 SLOW_RECOVER = """
 import sys, time
 from hermes_state import recover as r
-real = r.copy_bundle
+real = r.take_source
 def slow(source, work, report):
     out = real(source, work, report)
     print("copied", flush=True)
     time.sleep(60)  # killed here, with the scratch copy on disk
     return out
-r.copy_bundle = slow
+r.take_source = slow
 r.recover(sys.argv[1], sys.argv[2])
 """
 
