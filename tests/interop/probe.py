@@ -11,6 +11,9 @@ Prints one JSON line. Commands:
   session, search (words, a substring, CJK), rename, delete, then run PRAGMA integrity_check and
   FTS5 'integrity-check' on every FTS5 table. Each step is reported separately, never raised.
 - ``open``: open and close the store once (what any start of the agent does to it).
+- ``write ACK STOP SECONDS RATE WRITER``: be a live agent: create sessions, append messages at
+  about RATE a second, count tokens, end sessions, until the file STOP exists or SECONDS pass;
+  one JSON line per write call to ACK (an append's line only once the call returned).
 
 This file runs under the release's interpreter, never under this package's: it must not import
 anything from this repository.
@@ -23,7 +26,9 @@ import sqlite3
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 DAY = 86400.0
 OLD_DAYS = 200
@@ -338,6 +343,149 @@ def signatures(names: str) -> dict:
     return out
 
 
+# --- a live agent (``write``) ---------------------------------------------------------------------
+
+_WORDS = [
+    *("deploy", "kubernetes", "grafana", "docker", "arm64", "runner", "cache", "latency"),
+    *("gateway", "telegram", "discord", "cron", "digest", "alert", "rollout", "canary"),
+    *("migration", "backup", "restore", "vacuum", "journal", "index", "search", "platypus"),
+    *("wombat", "quokka", "narwhal", "zebrafish", "compaction", "lineage", "tokens", "budget"),
+    *("invoice", "weather", "tokyo"),
+]
+
+
+def _live_text(session_id: str, n: int, role: str, salt: int) -> str:
+    """Return a unique, realistic message text (words, a number, sometimes CJK)."""
+    words = " ".join(_WORDS[(salt * 7 + i * 13) % len(_WORDS)] for i in range(12 + salt % 20))
+    cjk = " 会議の資料を確認します" if salt % 9 == 0 else ""
+    return f"[{session_id} #{n} {role}] {words} ({salt}){cjk}"
+
+
+class _Live:
+    """One live agent: its SessionDB, its ack file and the latency of every write call."""
+
+    def __init__(self, ack: Any, writer: str) -> None:
+        self.ack, self.writer = ack, writer
+        self.latencies: list[float] = []
+        self.ops: dict[str, int] = {}
+        self.errors: list[str] = []
+
+    def call(self, op: str, fn: Callable[[], Any], **fields: Any) -> tuple[bool, Any]:
+        """Run one write call and log it (after it returned); return (ok, result)."""
+        extra = fields.pop("ack", None)  # the ack's fields from the call's result
+        t0 = time.perf_counter()
+        try:
+            result = fn()
+        except Exception as exc:  # an agent error is data for the test, never fatal
+            took = time.perf_counter() - t0
+            self.latencies.append(took)
+            self.errors.append(f"{op}: {exc!r}")
+            self._log({"op": op, "error": repr(exc), "t": took, "at": time.time(), **fields})
+            return False, None
+        took = time.perf_counter() - t0
+        if op not in ("open", "close"):  # the latency of writes, not of start-up
+            self.latencies.append(took)
+        self.ops[op] = self.ops.get(op, 0) + 1
+        line = {"op": op, **fields, "t": took, "at": time.time()}
+        if extra is not None:
+            line.update(extra(result))
+        self._log(line)
+        return True, result
+
+    def _log(self, line: dict) -> None:
+        self.ack.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.ack.flush()
+
+    def run(self, path: str, stop: Path, deadline: float, per_s: float) -> str:
+        """Write sessions until STOP exists or the deadline; return what stopped it."""
+        import hashlib
+        import os
+
+        ok, db = self.call("open", lambda: _db(path))
+        if not ok:
+            return "open_failed"
+        interval, due, salt, sessions = 1.0 / per_s, time.time(), 0, 0
+        stopped_by = "max_seconds"
+        while True:
+            if stop.exists():
+                stopped_by = "stop_file"
+                break
+            if time.time() >= deadline:
+                break
+            sid = f"live_{self.writer}_{os.getpid()}_{sessions:05d}"
+            sessions += 1
+            made, _ = self.call(
+                "create",
+                lambda sid=sid: db.create_session(sid, "telegram", model="live/model"),
+                s=sid,
+            )
+            if not made:
+                continue
+            for n in range((2 + sessions % 3) * 4):  # 2 to 4 turns of four messages, then end
+                now = time.time()
+                if stop.exists() or now >= deadline:
+                    break
+                due = max(due + interval, now - 1.0)  # keep the pace; never burst over 1 s
+                if due > now:
+                    time.sleep(min(due - now, 1.0))
+                salt += 1
+                step = n % 4
+                role = ("user", "assistant", "tool", "assistant")[step]
+                text = _live_text(sid, n, role, salt)
+                call_id = f"call_{sid}_{n - step}"
+                kwargs: dict = {}
+                if step == 1:
+                    kwargs["tool_calls"] = [_tool_call(call_id, "terminal", {"cmd": f"ls {salt}"})]
+                elif step == 2:
+                    kwargs.update(tool_name="terminal", tool_call_id=call_id)
+                elif step == 3:
+                    kwargs["finish_reason"] = "stop"
+                digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+                self.call(
+                    "append",
+                    lambda sid=sid, role=role, text=text, kwargs=kwargs: db.append_message(
+                        sid, role, text, **kwargs
+                    ),
+                    s=sid,
+                    ack=lambda msg_id, digest=digest: {"id": msg_id, "h": digest},
+                )
+                if step == 3 and hasattr(db, "update_token_counts"):
+                    self.call(
+                        "tokens",
+                        lambda sid=sid, salt=salt: db.update_token_counts(
+                            sid, input_tokens=100 + salt % 50, output_tokens=20 + salt % 7
+                        ),
+                        s=sid,
+                    )
+            self.call("end", lambda sid=sid: db.end_session(sid, "user_exit"), s=sid)
+        self.call("close", db.close)
+        return stopped_by
+
+
+def write(path: str, ack_path: str, stop_path: str, seconds: str, rate: str, writer: str) -> dict:
+    """Act as a live agent on the store until STOP exists or SECONDS pass; ack every write."""
+    started = time.time()
+    with open(ack_path, "a", encoding="utf-8") as ack:  # the harness's file, not a store file
+        live = _Live(ack, writer)
+        stopped_by = live.run(
+            path, Path(stop_path), started + float(seconds), max(float(rate), 0.1)
+        )
+    ordered = sorted(live.latencies)
+    p99 = ordered[max(0, -(-len(ordered) * 99 // 100) - 1)] if ordered else 0.0
+    return {
+        "writer": writer,
+        "messages": live.ops.get("append", 0),
+        "sessions": live.ops.get("create", 0),
+        "ops": live.ops,
+        "errors": len(live.errors),
+        "error_samples": live.errors[:5],
+        "max_latency_s": ordered[-1] if ordered else 0.0,
+        "p99_latency_s": p99,
+        "elapsed_s": time.time() - started,
+        "stopped_by": stopped_by,
+    }
+
+
 def main() -> None:
     command, path, *rest = sys.argv[1:]
     if command == "build":
@@ -350,6 +498,8 @@ def main() -> None:
         out = integrity(path)
     elif command == "signatures":
         out = signatures(rest[0])
+    elif command == "write":
+        out = write(path, *rest)
     else:
         raise SystemExit(f"unknown command {command}")
     sys.stdout.write("\n" + json.dumps(out, ensure_ascii=False, default=str) + "\n")
