@@ -1,6 +1,10 @@
 """Flags that work anywhere on the command line, before any `--`: `-p/--profile NAME`,
 `--wait SECONDS` and `--no-wait`. They are taken out of argv before Typer sees it, so every
-command accepts them in any position (they are also declared on the root for --help)."""
+command accepts them in any position (they are also declared on the root for --help).
+
+Two output flags may also come before the command, as with git and gh: `hermes --json sessions
+list` and `hermes --no-pager sessions show X` move them after it. `--json=id,title` (any
+position) is `--json --fields id,title`."""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from dataclasses import dataclass
 PROFILE_FLAGS = ("-p", "--profile")
 WAIT_FLAG = "--wait"
 NO_WAIT_FLAG = "--no-wait"
+# Output flags accepted before the command word, and handed to the command.
+LEADING_OUTPUT_FLAGS = ("--json", "--no-pager")
 
 
 class FlagError(ValueError):
@@ -47,18 +53,49 @@ def _value(rest: list[str], i: int, flag: str) -> str:
     return value
 
 
+# Options of Hermes Agent's own `hermes` that people type here out of habit.
+AGENT_OPTIONS = ("-r", "--resume", "-c", "--continue")
+
+
+def agent_option(argv: list[str]) -> str | None:
+    """Return the agent-only option given before any command word (`hermes --resume X`)."""
+    rest = argv[1:]
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        name = token.split("=", 1)[0]
+        if token == "--" or not token.startswith("-"):
+            return None  # a command word: what follows is that command's business
+        if name in AGENT_OPTIONS:
+            return name
+        i += 2 if token in (*PROFILE_FLAGS, WAIT_FLAG) else 1
+    return None
+
+
 def take_global_flags(argv: list[str]) -> tuple[GlobalFlags, list[str]]:
     """Return the global flags of argv[1:] (the last of each wins) and argv without them."""
     flags = GlobalFlags()
     kept = argv[:1]
     rest = argv[1:]
+    moved: list[str] = []  # output flags given before the command word
+    command_seen = False
     i = 0
     while i < len(rest):
         token = rest[i]
         if token == "--":
+            kept.extend(moved)
+            moved = []
             kept.extend(rest[i:])
             break
-        if token in PROFILE_FLAGS:
+        if token.startswith("--json="):
+            fields = ["--json", "--fields", token.removeprefix("--json=")]
+            (kept if command_seen else moved).extend(fields)
+        elif token in LEADING_OUTPUT_FLAGS and not command_seen:
+            moved.append(token)
+        elif not token.startswith("-") and token not in PROFILE_FLAGS:
+            command_seen = True
+            kept.append(token)
+        elif token in PROFILE_FLAGS:
             flags.profile = _value(rest, i, token)
             i += 1
         elif token.startswith("--profile="):
@@ -75,4 +112,4 @@ def take_global_flags(argv: list[str]) -> tuple[GlobalFlags, list[str]]:
         else:
             kept.append(token)
         i += 1
-    return flags, kept
+    return flags, kept + moved

@@ -37,7 +37,8 @@ GROUPED_HITS = 500  # hits grouped into the sessions view of a query
 WINDOW_BEFORE = 3  # preview: messages shown before and after the hit
 WINDOW_AFTER = 3
 TRANSCRIPT_MAX = 5000  # messages the transcript screen loads; beyond that, export
-TRANSCRIPT_CHUNK = 250
+TRANSCRIPT_FIRST = 50  # the first batch handed to the screen: a screenful, at once
+TRANSCRIPT_CHUNK = 500
 COUNT_BUDGET_S = 1.0
 BODY_CHARS = 2000  # a message body in the preview is cut here
 COLLAPSED_CHARS = 80
@@ -51,11 +52,6 @@ SCOPE_LABELS = {
     "pinned": "pinned only",
 }
 VIEWS = ("hits", "sessions")
-ORDERING_TEXT = {
-    "rank": "ranked by relevance",
-    "newest": "newest first",
-    "oldest": "oldest first",
-}
 ROUTE_TEXT = {
     "word": "word index",
     "cjk": "CJK index",
@@ -262,7 +258,7 @@ class Browser:
             store.close()
 
     def _hits(self, request: Request) -> Results:
-        from hermes_state import search, sessions as lib
+        from hermes_state import search
 
         found = search.search_messages(
             self.store,
@@ -272,7 +268,7 @@ class Browser:
             context=False,
             **request.filters.search_options(),
         )
-        infos = lib.get_sessions_by_id(self.store, {h["session_id"] for h in found})
+        infos = _with_previews(self.store, {h["session_id"] for h in found})
         rows = [Row(h["session_id"], infos.get(h["session_id"], {}), hit=h) for h in found]
         return Results(
             request,
@@ -285,7 +281,7 @@ class Browser:
 
     def _grouped(self, request: Request) -> Results:
         """The sessions view of a query: one row per session, in the order of its best hit."""
-        from hermes_state import search, sessions as lib
+        from hermes_state import search
 
         found = search.search_messages(
             self.store,
@@ -294,7 +290,7 @@ class Browser:
             context=False,
             **request.filters.search_options(),
         )
-        infos = lib.get_sessions_by_id(self.store, {h["session_id"] for h in found})
+        infos = _with_previews(self.store, {h["session_id"] for h in found})
         rows: dict[str, Row] = {}
         for hit in found:
             sid = hit["session_id"]
@@ -450,6 +446,24 @@ class Browser:
         return checked, counts.messages
 
 
+def _with_previews(store: Store, session_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """Return the listing columns of the sessions of some hits, keyed by id, with a preview
+    for each untitled one (its row then shows what the session list shows for it)."""
+    from hermes_state import listing, sessions as lib
+
+    infos = lib.get_sessions_by_id(store, session_ids)
+    untitled = [info for info in infos.values() if not info.get("title")]
+    listing.with_previews(store, untitled)
+    cut = lib.PREVIEW_CHARS + len(listing.PREVIEW_ELLIPSIS)
+    for info in untitled:
+        # The agent's previews end "..." when cut (exactly then are they this long); the
+        # session list's end "…": the same session reads the same in both.
+        preview = info.get("preview") or ""
+        if len(preview) == cut and preview.endswith(listing.PREVIEW_ELLIPSIS):
+            info["preview"] = preview[: lib.PREVIEW_CHARS] + "…"
+    return infos
+
+
 @contextlib.contextmanager
 def _reading(path: Path) -> Iterator[None]:
     """Turn a failed read into a BrowseError carrying the one-line message the CLI would print."""
@@ -508,6 +522,56 @@ def line(text: Text, width: int) -> Text:
     return text
 
 
+@dataclass(frozen=True)
+class Part:
+    """One field of a one-line bar: its forms, longest first, and how much it matters."""
+
+    forms: tuple[str, ...]
+    priority: int = 0  # the least important part gets shorter, then goes, first
+    droppable: bool = True
+    style: str = ""
+    label: str = ""  # drawn before the text in label_style (the key of a keys bar)
+    label_style: str = ""
+
+
+def fitted(parts: Sequence[Part], width: int | None, sep: str = " · ") -> Text:
+    """Return the parts on one line within width cells, giving way step by step: a part takes
+    its next shorter form at priority + 1, + 2 …, and goes (when droppable) one step after its
+    shortest, the lowest step first; what is still too wide ends with an ellipsis. No width:
+    every part in full."""
+    chosen: list[str | None] = [p.forms[0] if p.forms else "" for p in parts]
+
+    def build() -> Text:
+        out = _text()()
+        for part, form in zip(parts, chosen, strict=True):
+            if form is None:
+                continue
+            if out:
+                out.append(sep, style="dim" if sep.strip() else "")
+            if part.label:
+                out.append(part.label, style=part.label_style)
+                if form:
+                    out.append(" ")
+            out.append(form, style=part.style)
+        return out
+
+    text = build()
+    if width is None or text.cell_len <= width:
+        return line(text, width or 0)
+    steps: list[tuple[int, int, int, str | None]] = []
+    for i, part in enumerate(parts):
+        for level, shorter in enumerate(part.forms[1:], 1):
+            steps.append((part.priority + level, part.priority, i, shorter))
+        if part.droppable:
+            steps.append((part.priority + max(1, len(part.forms)), part.priority, i, None))
+    for _step, _priority, i, step_form in sorted(steps, key=lambda s: (s[0], s[1], s[2])):
+        chosen[i] = step_form
+        text = build()
+        if text.cell_len <= width:
+            return text
+    return line(text, width)
+
+
 def flat(value: Any) -> str:
     """Return stored text on one line, every unsafe character escaped."""
     return " ".join(render.visible(str(value or "")).split())
@@ -526,6 +590,25 @@ def session_label(session: dict[str, Any]) -> str:
     return flat(session.get("title") or session.get("preview")) or "(untitled)"
 
 
+CONTINUATION = re.compile(r"^(.+?)(\s+#\d+)$")  # "Fix the build #2": a later part of a chain
+MIN_TITLE_CELLS = 12  # narrower than this, the title is cut at its end like the rest
+
+
+def title_within(label: str, cells: int) -> str:
+    """Return the label within cells, cut before its " #N" ending so that ending stays."""
+    from rich.cells import cell_len, set_cell_size
+
+    if cell_len(label) <= cells or cells < MIN_TITLE_CELLS:
+        return label
+    match = CONTINUATION.match(label)
+    head, tail = (match.group(1), match.group(2)) if match else (label, "")
+    room = cells - cell_len(tail) - 1
+    if room < 1:
+        return label
+    # set_cell_size pads with a space where a wide character does not fit: no gap before "…".
+    return set_cell_size(head, room).rstrip() + "…" + tail
+
+
 def _tags(session: dict[str, Any]) -> list[tuple[str, str]]:
     tags = []
     if session.get("pinned"):
@@ -536,7 +619,9 @@ def _tags(session: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def row_lines(row: Row, width: int, *, now: float | None = None) -> tuple[Text, Text]:
-    """Return the two lines a row shows: when, source, id, title; then the snippet or summary."""
+    """Return the two lines a row shows: when, title, source, id; then the snippet or summary."""
+    from rich.cells import cell_len
+
     Text = _text()
     now = time.time() if now is None else now
     s = row.session
@@ -545,13 +630,20 @@ def row_lines(row: Row, width: int, *, now: float | None = None) -> tuple[Text, 
     # header always shows it).
     first = Text()
     first.append(f"{render.relative_time(when_ts, now=now):>10}  ", style="dim")
-    first.append(session_label(s), style="bold")
-    for tag, style in _tags(s):
+    tags = _tags(s)
+    label = session_label(s)
+    # A title too long gives way in its middle: its "#2" (a continuation) and the tags stay
+    # in view, and the source and id (in the preview's header) make room for it.
+    room = width - first.cell_len - sum(len(tag) for tag, _ in tags)
+    cut = width > 0 and cell_len(label) > room
+    first.append(title_within(label, room) if cut else label, style="bold")
+    for tag, style in tags:
         first.append(tag, style=style)
-    first.append("  ")
-    first.append(flat(s.get("source") or (row.hit or {}).get("source") or "?"), style="cyan")
-    first.append("  ")
-    first.append(flat(row.session_id), style="dim")
+    if not cut:
+        first.append("  ")
+        first.append(flat(s.get("source") or (row.hit or {}).get("source") or "?"), style="cyan")
+        first.append("  ")
+        first.append(flat(row.session_id), style="dim")
     second = Text("    ")
     if row.hit:
         hit = row.hit
@@ -563,8 +655,7 @@ def row_lines(row: Row, width: int, *, now: float | None = None) -> tuple[Text, 
             second.append(f"[{row.hits_in_session} hits] ", style="dim")
         second.append_text(marked(hit.get("snippet")))
     else:
-        msgs = s.get("message_count") or 0
-        second.append(f"{msgs} message{'s' if msgs != 1 else ''}", style="dim")
+        second.append(_plural(s.get("message_count") or 0, "message"), style="dim")
         if s.get("model"):
             second.append(f" · {flat(s['model'])}", style="dim")
         if s.get("title") and s.get("preview"):
@@ -681,7 +772,7 @@ def session_header(session: dict[str, Any]) -> Text:
         out.append(tag, style=style)
     facts = [
         flat(session.get("source") or "?"),
-        f"{session.get('message_count') or 0} messages",
+        _plural(session.get("message_count") or 0, "message"),
         f"started {render.local_time(session.get('started_at'))}",
         flat(session.get("model") or "—"),
     ]
@@ -708,13 +799,140 @@ def filters_text(filters: Filters, view: str) -> Text:
     return out
 
 
-def count_text(count: MatchCount | None, counting: bool) -> str:
-    """Say how many matches there are: '412,331 matches', 'over 10,000', or still counting."""
+def count_forms(count: MatchCount | None, counting: bool) -> tuple[str, ...]:
+    """Say how many matches there are ('412,331 matches', 'at least 10,000', still counting),
+    in full and shorter."""
     if count is None or count.count is None:
-        return "counting matches…" if counting else "too many matches to count quickly"
+        if counting:
+            return ("counting matches…", "counting…")
+        return ("too many matches to count quickly", "too many to count")
     n = count.count
     noun = "match" if n == 1 else "matches"
-    return f"{n:,} {noun}" if count.complete else f"at least {n:,} {noun}"
+    if count.complete:
+        return (f"{n:,} {noun}",)
+    return (f"at least {n:,} {noun}", f"≥{n:,} {noun}")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun if n == 1 else noun + 's'}"
+
+
+ORDERING_FORMS = {
+    "rank": ("ranked by relevance", "by relevance"),
+    "newest": ("newest first", "newest"),
+    "oldest": ("oldest first", "oldest"),
+    "active": ("newest activity first", "newest first"),
+}
+ROUTE_SHORT = {"word": "word", "cjk": "CJK", "trigram": "substring", "scan": "scan"}
+
+
+def status_parts(
+    results: Results | None,
+    *,
+    count: MatchCount | None = None,
+    counting: bool = False,
+    changed: bool = False,
+    busy: str = "",
+) -> list[Part]:
+    """Return the fields of the status line, each with its shorter forms and its importance:
+    what is wrong or needs a key first, then counts, then how the search ran."""
+    from hermes_state.search import RANK_CANDIDATES
+
+    if results is None:
+        return [Part(("loading…",), droppable=False)]
+    if results.error:
+        error = render.visible(results.error, newlines=False)
+        return [Part((error,), droppable=False, label="Error:", label_style="bold")]
+    shown = len(results.rows)
+    req = results.request
+    parts: list[Part] = []
+    if req.searching:
+        if results.ordering == "rank_recent":
+            order: tuple[str, ...] = (
+                f"ranked among the newest {RANK_CANDIDATES:,}",
+                f"ranked: newest {RANK_CANDIDATES:,}",
+            )
+        else:
+            order = ORDERING_FORMS.get(results.ordering, (results.ordering,))
+        if req.view == "sessions":
+            sessions = _plural(shown, "session")
+            parts.append(
+                Part((f"{sessions} in the first {GROUPED_HITS:,} hits", sessions), priority=5)
+            )
+        else:
+            parts.append(Part(count_forms(count, counting), priority=5, droppable=False))
+            hits = _plural(shown, "hit")
+            parts.append(Part((f"{hits} shown", f"{shown:,} shown"), priority=4))
+        parts.append(Part(order, priority=2))
+        route = ROUTE_TEXT.get(results.route, results.route)
+        parts.append(Part((route, ROUTE_SHORT.get(results.route, route)), priority=1))
+        if results.partial:
+            back = results.searched_back_to
+            since = f", back to {render.local_time(back)}" if back else ""
+            examined, candidates = f"{results.examined:,}", f"{results.candidates:,}"
+            parts.append(
+                Part(
+                    (
+                        f"partial: {examined} of {candidates} candidates examined{since}",
+                        f"partial: {examined} of {candidates}",
+                        f"partial: {examined}/{candidates}",
+                        "partial",
+                    ),
+                    priority=5,
+                    droppable=False,
+                    style="bold",
+                )
+            )
+    else:
+        total = results.total or 0
+        parts.append(Part((_plural(total, "session"),), priority=6, droppable=False))
+        parts.append(Part(ORDERING_FORMS["active"], priority=2))
+        parts.append(Part((f"{shown:,} shown",), priority=4))
+    parts.append(Part((f"{results.elapsed_ms:.0f} ms",), priority=0, style="dim"))
+    if busy:
+        parts.append(Part((busy, "waiting…"), priority=3, droppable=False, style="bold"))
+    elif changed:
+        parts.append(
+            Part(
+                ("the store changed: F5 refreshes", "changed: F5 refreshes", "changed: F5"),
+                priority=3,
+                droppable=False,
+                style="bold",
+            )
+        )
+    return parts
+
+
+def transcript_parts(
+    shown: tuple[int, int] | None, total: int, *, loaded: bool, error: str | None = None
+) -> list[Part]:
+    """Return the fields of the transcript's status line: which messages are on screen."""
+    parts = []
+    if error:
+        text = render.visible(error, newlines=False)
+        parts.append(Part((text,), priority=9, label="Error:", label_style="bold"))
+    if shown is not None and total:
+        first, last = shown[0] + 1, shown[1] + 1
+        span = f"{first:,}" if first == last else f"{first:,}–{last:,}"
+        of = f"{total:,}" if loaded else f"{total:,} read so far"
+        parts.append(Part((f"messages {span} of {of}", f"{span} of {total:,}"), priority=6))
+        parts.append(Part((f"{last * 100 // total}%",), priority=2))
+    elif loaded:
+        parts.append(Part(("no messages",), priority=6))
+    if not loaded:
+        parts.append(Part(("loading…",), priority=5))
+    elif total >= TRANSCRIPT_MAX:
+        parts.append(
+            Part(
+                (
+                    f"the first {TRANSCRIPT_MAX:,}; export the session to read them all",
+                    f"the first {TRANSCRIPT_MAX:,}",
+                ),
+                priority=4,
+                droppable=False,
+            )
+        )
+    return parts
 
 
 def status_text(
@@ -724,55 +942,12 @@ def status_text(
     counting: bool = False,
     changed: bool = False,
     busy: str = "",
+    width: int | None = None,
 ) -> Text:
-    """Return the status line: route, ordering, match count and how many rows are shown."""
-    from hermes_state.search import RANK_CANDIDATES
-
-    Text = _text()
-    out = Text()
-    if results is None:
-        out.append("loading…")
-        return out
-    if results.error:
-        out.append("Error: ", style="bold")
-        out.append(render.visible(results.error, newlines=False))
-        return out
-    shown = len(results.rows)
-    req = results.request
-    if req.searching:
-        route = ROUTE_TEXT.get(results.route, results.route)
-        matches = count_text(count, counting)
-        if results.ordering == "rank_recent":
-            order = f"ranked among the newest {RANK_CANDIDATES:,} of {matches}"
-        else:
-            order = f"{ORDERING_TEXT.get(results.ordering, results.ordering)} · {matches}"
-        if req.view == "sessions":
-            order = ORDERING_TEXT.get(results.ordering, results.ordering)
-            if results.ordering == "rank_recent":
-                order = f"ranked among the newest {RANK_CANDIDATES:,} matches"
-            out.append(f"{route} · {order} · {shown:,} sessions in the first {GROUPED_HITS:,} hits")
-        else:
-            out.append(f"{route} · {order} · {shown:,} hits shown")
-        if results.partial:
-            back = results.searched_back_to
-            since = f", back to {render.local_time(back)}" if back else ""
-            out.append(
-                f" · partial: {results.examined:,} of {results.candidates:,} candidates "
-                f"examined{since}",
-                style="bold",
-            )
-    else:
-        total = results.total or 0
-        out.append(
-            f"{total:,} session{'s' if total != 1 else ''} · newest activity first · "
-            f"{shown:,} shown"
-        )
-    out.append(f" · {results.elapsed_ms:.0f} ms", style="dim")
-    if busy:
-        out.append(f" · {busy}", style="bold")
-    elif changed:
-        out.append(" · the store changed: F5 refreshes", style="bold")
-    return out
+    """Return the status line (within width cells): match count, rows shown, how the search
+    ran; what does not fit gets shorter or goes, least important first."""
+    parts = status_parts(results, count=count, counting=counting, changed=changed, busy=busy)
+    return fitted(parts, width)
 
 
 # --- the command ----------------------------------------------------------------------------
@@ -782,7 +957,8 @@ PRINT_CHOICES = ("id", "resume")
 
 
 def resume_line(session_id: str) -> str:
-    """Return the `hermes --resume ID` line for the session (with -p for a named profile)."""
+    """Return the line that resumes the session in Hermes Agent: the agent's own command line,
+    `hermes --resume ID` (with -p for a named profile), not an option of this tool."""
     from hermes_state.home import DEFAULT_PROFILE, current_profile_name
 
     name = current_profile_name()
@@ -797,19 +973,29 @@ def chosen_line(session_id: str, what: str) -> str:
     return render.visible(text, newlines=False) if output.isatty(sys.stdout) else text
 
 
+def initial_filters(
+    *, sources: Sequence[str], roles: Sequence[str], since: str | None, archived: bool
+) -> Filters:
+    """Return the filters the screen starts with: archived sessions too with --archived."""
+    scope = "all" if archived else "unarchived"
+    return Filters(sources=tuple(sources), roles=tuple(roles), since=since, scope=scope)
+
+
 def run(
     *,
     query: str,
     sources: Sequence[str],
     roles: Sequence[str],
     since: str | None,
+    archived: bool = False,
+    prints: str = "id",
 ) -> str | None:
     """Open the store, read the first results (so a broken store fails before the screen
     starts), run the browser and return the chosen session id (None when quit)."""
     from hermes_cli import stores
     from hermes_state.errors import HermesStateError
 
-    filters = Filters(sources=tuple(sources), roles=tuple(roles), since=since)
+    filters = initial_filters(sources=sources, roles=roles, since=since, archived=archived)
     with stores.read_store() as store:
         browser = Browser(store)
         try:
@@ -823,7 +1009,7 @@ def run(
 
             with _terminal_size_from_the_terminal():
                 # Built in here: rich reads COLUMNS/LINES when the app makes its consoles.
-                chosen = BrowseApp(browser, initial=initial).run()
+                chosen = BrowseApp(browser, initial=initial, prints=prints).run()
         finally:
             browser.close()
     return chosen

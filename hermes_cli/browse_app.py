@@ -20,7 +20,7 @@ from rich.text import Text
 from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.geometry import Size
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
@@ -194,6 +194,141 @@ class HitList(ScrollView, can_focus=False):
         return strip.apply_style(self.rich_style)
 
 
+# --- one-line bars and the key help ---------------------------------------------------------
+
+
+class FittedLine(Widget):
+    """One line of parts that fits its width however narrow: shorter forms first, then the
+    least important parts go (see browse.fitted)."""
+
+    DEFAULT_CSS = "FittedLine { height: 1; }"
+
+    def __init__(
+        self,
+        parts: list[browse.Part] | None = None,
+        *,
+        sep: str = " · ",
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self.parts = list(parts or [])
+        self.sep = sep
+
+    def update(self, parts: list[browse.Part]) -> None:
+        """Show these parts instead."""
+        self.parts = list(parts)
+        self.refresh()
+
+    @property
+    def text(self) -> Text:
+        """Return the line as drawn at the current width."""
+        return browse.fitted(self.parts, self.content_size.width or None, self.sep)
+
+    def render(self) -> Text:
+        return self.text
+
+
+KEY_NAMES = {
+    "enter": "Enter",
+    "escape": "Esc",
+    "tab": "Tab",
+    "up": "Up",
+    "down": "Down",
+    "pageup": "PgUp",
+    "pagedown": "PgDn",
+    "home": "Home",
+    "end": "End",
+    "space": "Space",
+}
+# What Enter prints, as the help screen says it (--print id / --print resume).
+CHOOSE_HELP = {
+    "id": "choose: leave and print the session id",
+    "resume": (
+        "choose: leave and print the line that resumes the session in Hermes Agent "
+        "(the agent's own `hermes --resume ID`)"
+    ),
+}
+ALWAYS_SHOWN = frozenset({"help", "app.quit"})  # the keys bar drops others when it is narrow
+
+
+def key_label(key: str) -> str:
+    """Return a key as the screen names it: F3, ^O, Enter, PgDn."""
+    if key in KEY_NAMES:
+        return KEY_NAMES[key]
+    if key.startswith("ctrl+"):
+        return "^" + key.removeprefix("ctrl+").upper()
+    if key[:1] == "f" and key[1:].isdigit():
+        return key.upper()
+    return key
+
+
+def _key_parts(bindings: list[BindingType]) -> list[browse.Part]:
+    """Return the keys bar: each shown binding's first key and what it does; Help and Quit
+    always stay, the others go from the last when the bar is narrow."""
+    shown = [b for b in bindings if isinstance(b, Binding) and b.show]
+    return [
+        browse.Part(
+            (binding.description,),
+            priority=-i,
+            droppable=binding.action not in ALWAYS_SHOWN,
+            label=key_label(binding.key.split(",")[0]),
+            label_style="bold reverse",
+        )
+        for i, binding in enumerate(shown)
+    ]
+
+
+def _help_entries(
+    bindings: list[BindingType], overrides: dict[str, str] | None = None
+) -> list[tuple[str, str]]:
+    """Return every binding as (its keys, what it does), for the help screen."""
+    entries = []
+    for binding in bindings:
+        if not isinstance(binding, Binding):
+            continue
+        keys = " or ".join(key_label(k.strip()) for k in binding.key.split(","))
+        action = binding.action.split("(")[0]
+        what = (overrides or {}).get(action) or binding.tooltip or binding.description
+        entries.append((keys, what))
+    return entries
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key of the screen below it and what it does; any of Esc, F1, q or Enter closes."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,f1,q,enter", "close", "Close"),
+    ]
+
+    def __init__(self, title: str, entries: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.entries = entries
+
+    def compose(self) -> ComposeResult:
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for keys, what in self.entries:
+            table.add_row(Text(keys), Text(what))
+        title = Text(self.title_text, style="bold")
+        title.append("  Esc, F1, q or Enter: close", style="dim")  # on top: never scrolled away
+        with Vertical(classes="dialog help"):
+            yield Static(title)
+            with VerticalScroll(id="help-keys"):
+                yield Static(table)
+
+    def on_mount(self) -> None:
+        self.query_one("#help-keys", VerticalScroll).focus()
+
+    def action_close(self) -> None:
+        """Close the help."""
+        self.dismiss(None)
+
+
 # --- dialogs --------------------------------------------------------------------------------
 
 
@@ -255,12 +390,231 @@ class AskScreen(ModalScreen[str | None]):
 # --- the full transcript --------------------------------------------------------------------
 
 
+class TranscriptView(Widget):
+    """A session's messages, each wrapped only when it first comes into view (Textual's line
+    API): opening 5,000 messages costs what one screenful costs, and so does F6 or a resize.
+
+    The position is a message and a line within it, not a line of the whole transcript, so
+    nothing ever needs the height of every message; the bar on the right shows where the
+    screen is among the messages.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"transcript--thumb", "transcript--track"}
+    DEFAULT_CSS = """
+    TranscriptView > .transcript--thumb { color: $primary; }
+    TranscriptView > .transcript--track { color: $panel; }
+    """
+    WHEEL_LINES = 3
+
+    class Moved(Message):
+        """What the view shows changed (it scrolled, or more messages arrived)."""
+
+    def __init__(self, *, expanded: bool, pattern: Any, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.messages: list[dict[str, Any]] = []
+        self.hit_index: int | None = None
+        self.expanded = expanded
+        self.pattern = pattern
+        self.top: tuple[int, int] = (0, 0)  # the message on the first line, and its line there
+        self.moved_by_user = False
+        self.rendered = 0  # messages wrapped so far (bench/ and the tests read it)
+        self._strips: dict[int, list[Strip]] = {}
+        self._strips_width = 0
+        self._frame: list[tuple[int, Strip]] | None = None
+
+    # content
+
+    def add(self, batch: list[dict[str, Any]], hit_id: Any = None) -> None:
+        """Append messages; the first time the hit arrives, show it (unless the user moved)."""
+        first = len(self.messages)
+        self.messages.extend(batch)
+        if hit_id is not None and self.hit_index is None:
+            for i, msg in enumerate(batch, first):
+                if msg.get("id") == hit_id:
+                    self.hit_index = i
+                    self._strips.pop(i, None)
+                    if not self.moved_by_user:
+                        self.show_message(i)
+                    break
+        self._changed()
+
+    def set_expanded(self, expanded: bool) -> None:
+        """Show tool calls and reasoning in full or collapsed; the top message stays on top."""
+        self.expanded = expanded
+        self._strips.clear()
+        self.top = self._clamped((self.top[0], 0))
+        self._changed()
+
+    def _width(self) -> int:
+        return max(1, self.content_size.width - 1)  # the last column is the position bar
+
+    def lines_of(self, index: int) -> list[Strip]:
+        """Return message index wrapped at the current width, with the blank line after it."""
+        width = self._width()
+        if width != self._strips_width:
+            self._strips.clear()
+            self._strips_width = width
+        strips = self._strips.get(index)
+        if strips is None:
+            text = browse.message_text(
+                self.messages[index],
+                expanded=self.expanded,
+                is_hit=index == self.hit_index,
+                pattern=self.pattern,
+                limit=None,
+            )
+            console = self.app.console
+            lines = console.render_lines(text, console.options.update_width(width), pad=True)
+            strips = [Strip(line, width) for line in lines]
+            strips.append(Strip.blank(width))
+            self._strips[index] = strips
+            self.rendered += 1
+        return strips
+
+    # position
+
+    def _moved(self, top: tuple[int, int], lines: int) -> tuple[int, int]:
+        """Return the position lines further down (up when negative), within the messages."""
+        if not self.messages:
+            return (0, 0)
+        index, line = top
+        last = len(self.messages) - 1
+        line += lines
+        while line < 0 and index > 0:
+            index -= 1
+            line += len(self.lines_of(index))
+        while index < last and line >= len(self.lines_of(index)):
+            line -= len(self.lines_of(index))
+            index += 1
+        return (index, max(0, min(line, len(self.lines_of(index)) - 1)))
+
+    def _last_top(self) -> tuple[int, int]:
+        """Return the position that puts the end of the last message at the bottom."""
+        remaining = self.content_size.height
+        index = len(self.messages) - 1
+        while index >= 0:
+            height = len(self.lines_of(index))
+            if height >= remaining:
+                return (index, height - remaining)
+            remaining -= height
+            index -= 1
+        return (0, 0)
+
+    def _clamped(self, top: tuple[int, int]) -> tuple[int, int]:
+        if not self.content_size.height:
+            return top  # not laid out yet: on_resize places it
+        return max((0, 0), min(top, self._last_top()))
+
+    def _go(self, top: tuple[int, int], *, by_user: bool = True) -> None:
+        self.moved_by_user = self.moved_by_user or by_user
+        top = self._clamped(top)
+        if top != self.top:
+            self.top = top
+            self._changed()
+
+    def scroll_lines(self, lines: int) -> None:
+        """Scroll by lines (up when negative)."""
+        self._go(self._moved(self.top, lines))
+
+    def scroll_page(self, pages: int) -> None:
+        """Scroll by screenfuls, keeping one line of the last screen in view."""
+        self.scroll_lines(pages * max(1, self.content_size.height - 1))
+
+    def go_first(self) -> None:
+        """Go to the first message."""
+        self._go((0, 0))
+
+    def go_last(self) -> None:
+        """Go to the end of the last message (of those read so far)."""
+        self._go(self._last_top())
+
+    def show_message(self, index: int) -> None:
+        """Put message index a third of the way down, the messages before it above it."""
+        third = self.content_size.height // 3
+        self._go(self._moved((index, 0), -third), by_user=False)
+
+    def visible_range(self) -> tuple[int, int] | None:
+        """Return the first and last message on screen (None when there is none yet)."""
+        frame = self._lines()
+        return (frame[0][0], frame[-1][0]) if frame else None
+
+    def _changed(self) -> None:
+        self._frame = None
+        self.refresh()
+        self.post_message(self.Moved())
+
+    # drawing
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._strips.clear()
+        if self.hit_index is not None and not self.moved_by_user:
+            self.show_message(self.hit_index)  # its context above it, at the new size
+        else:
+            self.top = self._clamped((self.top[0], 0))
+        self._changed()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        self.scroll_lines(self.WHEEL_LINES)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
+        self.scroll_lines(-self.WHEEL_LINES)
+
+    def _lines(self) -> list[tuple[int, Strip]]:
+        """Return the lines on screen, each with the index of its message."""
+        if self._frame is None:
+            height = self.content_size.height
+            frame: list[tuple[int, Strip]] = []
+            index, line = self.top
+            while len(frame) < height and index < len(self.messages):
+                strips = self.lines_of(index)[line : line + height - len(frame)]
+                frame.extend((index, strip) for strip in strips)
+                index, line = index + 1, 0
+            self._frame = frame
+        return self._frame
+
+    def _bar(self) -> range:
+        """Return the rows of the position bar's thumb (empty when all is in view)."""
+        shown, total, height = self.visible_range(), len(self.messages), self.content_size.height
+        if shown is None or not height or (shown == (0, total - 1) and self.top == (0, 0)):
+            return range(0)
+        size = max(1, round(height * (shown[1] - shown[0] + 1) / total))
+        start = min(height - size, round(height * shown[0] / total))
+        return range(start, start + size)
+
+    def render_line(self, y: int) -> Strip:
+        frame = self._lines()
+        width = self._width()
+        if y < len(frame):
+            strip = frame[y][1]
+        elif y == 0 and not self.messages:
+            strip = Strip(list(Text("loading…", style="dim").render(self.app.console)))
+            strip = strip.crop_extend(0, width, None)
+        else:
+            strip = Strip.blank(width)
+        on_thumb = y in self._bar()
+        part = "transcript--thumb" if on_thumb else "transcript--track"
+        bar = Segment("┃" if on_thumb else "│", self.get_component_rich_style(part))
+        return Strip.join([strip, Strip([bar], 1)]).apply_style(self.rich_style)
+
+
 class TranscriptScreen(Screen[None]):
     """One session's whole transcript (up to TRANSCRIPT_MAX messages), scrolled to the hit."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q", "back", "Back"),
-        Binding("f6", "expand", "Tool calls/reasoning"),
+        Binding("f1", "help", "Help", tooltip="show these keys"),
+        Binding("escape,q", "back", "Back", tooltip="back to the list"),
+        Binding("enter", "choose", "Choose", tooltip=CHOOSE_HELP["id"]),
+        Binding("f6", "expand", "Expand", tooltip="expand tool calls and reasoning, or collapse"),
+        Binding("ctrl+q,ctrl+c", "app.quit", "Quit", tooltip="quit without choosing"),
+        Binding("up", "scroll(-1)", "Up", show=False, tooltip="a line up"),
+        Binding("down", "scroll(1)", "Down", show=False, tooltip="a line down"),
+        Binding("pageup,b", "page(-1)", "Page up", show=False, tooltip="a page up"),
+        Binding("pagedown,space", "page(1)", "Page down", show=False, tooltip="a page down"),
+        Binding("home", "home", "Home", show=False, tooltip="the first message"),
+        Binding("end", "end", "End", show=False, tooltip="the last message"),
+        Binding("h", "to_hit", "Hit", show=False, tooltip="back to the hit"),
     ]
 
     def __init__(self, browser: Browser, row: Row, *, expanded: bool, pattern: Any) -> None:
@@ -269,93 +623,110 @@ class TranscriptScreen(Screen[None]):
         self.row = row
         self.expanded = expanded
         self.pattern = pattern
-        self.messages: list[dict[str, Any]] = []
-        self.hit_line: int | None = None
         self.loaded = False
         self.error: str | None = None
+        self.opened_at = time.perf_counter()
+        self.first_shown_at: float | None = None  # when the first messages were drawn (bench/)
+        self.loaded_at: float | None = None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """Return the messages read so far."""
+        return self.query_one(TranscriptView).messages
 
     def compose(self) -> ComposeResult:
         yield Static(browse.session_header(self.row.session), id="transcript-head")
-        yield RichLog(
-            id="transcript",
-            wrap=True,
-            markup=False,
-            highlight=False,
-            auto_scroll=False,
-            min_width=1,
-        )
-        yield Static(Text("loading…"), id="transcript-status")
-        yield Static(_keys_line(self.BINDINGS), classes="keys")
+        yield TranscriptView(expanded=self.expanded, pattern=self.pattern, id="transcript")
+        yield FittedLine(browse.transcript_parts(None, 0, loaded=False), id="transcript-status")
+        yield FittedLine(_key_parts(self.BINDINGS), sep=" ", classes="keys")
 
     def on_mount(self) -> None:
-        self.query_one(RichLog).focus()
         self.run_worker(self._load, thread=True, group="transcript")
 
     def _load(self) -> None:
         batch: list[dict[str, Any]] = []
+        size = browse.TRANSCRIPT_FIRST  # a small first batch: the first screen comes at once
         try:
             for msg in self.browser.transcript(self.row.session_id):
                 batch.append(msg)
-                if len(batch) >= browse.TRANSCRIPT_CHUNK:
+                if len(batch) >= size:
                     self.app.call_from_thread(self._append, batch)
-                    batch = []
+                    batch, size = [], browse.TRANSCRIPT_CHUNK
         except BrowseError as exc:
             self.error = str(exc)
         self.app.call_from_thread(self._append, batch, True)
 
     def _append(self, batch: list[dict[str, Any]], last: bool = False) -> None:
-        log = self.query_one(RichLog)
-        hit_id = self.row.hit["id"] if self.row.hit else None
-        for msg in batch:
-            if msg.get("id") == hit_id:
-                self.hit_line = len(log.lines)
-            self.messages.append(msg)
-            log.write(self._text(msg, msg.get("id") == hit_id))
-            log.write(Text(""))
-        if not last:
-            return
-        self.loaded = True
-        if self.hit_line is not None:
-            log.scroll_to(y=self.hit_line, animate=False)
+        if not self.is_attached:
+            return  # Esc came before the reading finished: the screen and its view are gone
+        view = self.query_one(TranscriptView)
+        view.add(batch, self.row.hit["id"] if self.row.hit else None)
+        if last:
+            self.loaded = True
+            self.loaded_at = time.perf_counter()
+        if self.first_shown_at is None and (view.messages or last):
+            self.call_after_refresh(self._first_shown)
         self._status()
 
-    def _text(self, msg: dict[str, Any], is_hit: bool) -> Text:
-        return browse.message_text(
-            msg, expanded=self.expanded, is_hit=is_hit, pattern=self.pattern, limit=None
-        )
+    def _first_shown(self) -> None:
+        if self.first_shown_at is None:
+            self.first_shown_at = time.perf_counter()
+
+    def on_transcript_view_moved(self, event: TranscriptView.Moved) -> None:
+        self._status()
 
     def _status(self) -> None:
-        n = len(self.messages)
-        text = Text(f"{n:,} message{'s' if n != 1 else ''}")
-        if n >= browse.TRANSCRIPT_MAX:
-            text.append(
-                f" (the first {browse.TRANSCRIPT_MAX:,}; export the session to read them all)"
-            )
-        if self.error:
-            text.append(" · Error: " + render.visible(self.error, newlines=False))
+        view = self.query_one(TranscriptView)
+        parts = browse.transcript_parts(
+            view.visible_range(), len(view.messages), loaded=self.loaded, error=self.error
+        )
+        self.query_one("#transcript-status", FittedLine).update(parts)
 
-        self.query_one("#transcript-status", Static).update(text)
+    def help_entries(self) -> list[tuple[str, str]]:
+        """Return the keys of this screen and what each does, as the help screen lists them."""
+        prints = getattr(self.app, "prints", "id")
+        return _help_entries(self.BINDINGS, {"choose": CHOOSE_HELP.get(prints, "")})
+
+    def action_help(self) -> None:
+        """List every key of this screen."""
+        self.app.push_screen(HelpScreen("Keys of the transcript", self.help_entries()))
 
     def action_back(self) -> None:
         """Return to the list."""
         self.app.pop_screen()
 
+    def action_choose(self) -> None:
+        """Leave, printing this session's id."""
+        self.app.exit(self.row.session_id)
+
     def action_expand(self) -> None:
         """Show tool calls and reasoning in full, or collapse them again."""
-        if not self.loaded:
-            return
         self.expanded = not self.expanded
-        log = self.query_one(RichLog)
-        log.clear()
-        hit_id = self.row.hit["id"] if self.row.hit else None
-        self.hit_line = None
-        for msg in self.messages:
-            if msg.get("id") == hit_id:
-                self.hit_line = len(log.lines)
-            log.write(self._text(msg, msg.get("id") == hit_id))
-            log.write(Text(""))
-        if self.hit_line is not None:
-            log.scroll_to(y=self.hit_line, animate=False)
+        self.query_one(TranscriptView).set_expanded(self.expanded)
+
+    def action_scroll(self, lines: int) -> None:
+        """Scroll by lines."""
+        self.query_one(TranscriptView).scroll_lines(lines)
+
+    def action_page(self, pages: int) -> None:
+        """Scroll by pages."""
+        self.query_one(TranscriptView).scroll_page(pages)
+
+    def action_home(self) -> None:
+        """Go to the first message."""
+        self.query_one(TranscriptView).go_first()
+
+    def action_end(self) -> None:
+        """Go to the last message."""
+        self.query_one(TranscriptView).go_last()
+
+    def action_to_hit(self) -> None:
+        """Show the hit again."""
+        view = self.query_one(TranscriptView)
+        if view.hit_index is None:
+            self.app.bell()
+            return
+        view.show_message(view.hit_index)
 
 
 # --- the main screen ------------------------------------------------------------------------
@@ -364,27 +735,78 @@ class TranscriptScreen(Screen[None]):
 class BrowseScreen(Screen[None]):
     """Search box, filter bar, hits or sessions, the preview, a status line and the keys."""
 
+    # In the keys bar in this order; a narrow bar keeps the first ones (and Help and Quit).
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "choose", "Choose", priority=True),
-        Binding("escape", "escape", "Clear", priority=True),
-        Binding("tab", "toggle_view", "View", priority=True),
-        Binding("f3,ctrl+o", "open", "Open", priority=True),
-        Binding("f2", "rename", "Rename", priority=True),
-        Binding("f4", "export", "Export", priority=True),
-        Binding("f7", "pin", "Pin", priority=True),
-        Binding("f8", "delete", "Delete", priority=True),
-        Binding("f9", "archive", "Archive", priority=True),
-        Binding("f5,ctrl+l", "refresh", "Refresh", priority=True),
-        Binding("f6", "expand", "Expand", priority=True),
-        Binding("ctrl+q", "app.quit", "Quit", priority=True),
-        Binding("up,ctrl+p", "move(-1)", "Up", show=False, priority=True),
-        Binding("down,ctrl+n", "move(1)", "Down", show=False, priority=True),
-        Binding("pageup", "page(-1)", "Page up", show=False, priority=True),
-        Binding("pagedown", "page(1)", "Page down", show=False, priority=True),
-        Binding("ctrl+s", "cycle('source')", "Source", show=False, priority=True),
-        Binding("ctrl+r", "cycle('role')", "Role", show=False, priority=True),
-        Binding("ctrl+t", "cycle('since')", "Since", show=False, priority=True),
-        Binding("ctrl+g", "cycle('scope')", "Archived/pinned", show=False, priority=True),
+        Binding("f1", "help", "Help", priority=True, tooltip="show these keys"),
+        Binding("enter", "choose", "Choose", priority=True, tooltip=CHOOSE_HELP["id"]),
+        Binding(
+            "escape",
+            "escape",
+            "Clear",
+            priority=True,
+            tooltip="clear the query; with an empty query, leave without choosing",
+        ),
+        Binding("f3,ctrl+o", "open", "Open", priority=True, tooltip="open the whole transcript"),
+        Binding(
+            "tab", "toggle_view", "View", priority=True, tooltip="one row per hit / per session"
+        ),
+        Binding("f2", "rename", "Rename", priority=True, tooltip="rename the session"),
+        Binding("f4", "export", "Export", priority=True, tooltip="export the session to a file"),
+        Binding("f7", "pin", "Pin", priority=True, tooltip="pin or unpin the session"),
+        Binding("f8", "delete", "Delete", priority=True, tooltip="delete the session"),
+        Binding(
+            "f9", "archive", "Archive", priority=True, tooltip="archive or unarchive the session"
+        ),
+        Binding(
+            "f5,ctrl+l",
+            "refresh",
+            "Refresh",
+            priority=True,
+            tooltip="read the store again (new messages of a running gateway)",
+        ),
+        Binding(
+            "f6",
+            "expand",
+            "Expand",
+            priority=True,
+            tooltip="expand tool calls and reasoning in the preview, or collapse",
+        ),
+        Binding(
+            "ctrl+q,ctrl+c", "app.quit", "Quit", priority=True, tooltip="quit without choosing"
+        ),
+        Binding("up,ctrl+p", "move(-1)", "Up", show=False, priority=True, tooltip="previous row"),
+        Binding("down,ctrl+n", "move(1)", "Down", show=False, priority=True, tooltip="next row"),
+        Binding("pageup", "page(-1)", "Page up", show=False, priority=True, tooltip="a page up"),
+        Binding(
+            "pagedown", "page(1)", "Page down", show=False, priority=True, tooltip="a page down"
+        ),
+        Binding(
+            "ctrl+s",
+            "cycle('source')",
+            "Source",
+            show=False,
+            priority=True,
+            tooltip="next source filter",
+        ),
+        Binding(
+            "ctrl+r", "cycle('role')", "Role", show=False, priority=True, tooltip="next role filter"
+        ),
+        Binding(
+            "ctrl+t",
+            "cycle('since')",
+            "Since",
+            show=False,
+            priority=True,
+            tooltip="next time filter (messages and sessions active since)",
+        ),
+        Binding(
+            "ctrl+g",
+            "cycle('scope')",
+            "Archived/pinned",
+            show=False,
+            priority=True,
+            tooltip="not archived / all, archived too / archived only / pinned only",
+        ),
     ]
 
     def __init__(self, browser: Browser, initial: Results) -> None:
@@ -447,8 +869,8 @@ class BrowseScreen(Screen[None]):
                     min_width=1,
                     auto_scroll=False,
                 )
-        yield Static(Text("loading…"), id="status")
-        yield Static(_keys_line(self.BINDINGS), classes="keys")
+        yield FittedLine(browse.status_parts(None), id="status")
+        yield FittedLine(_key_parts(self.BINDINGS), sep=" ", classes="keys")
 
     def on_mount(self) -> None:
         self.query_one("#preview", RichLog).can_focus = False
@@ -607,14 +1029,14 @@ class BrowseScreen(Screen[None]):
         self.query_one("#filters", Static).update(browse.filters_text(self.filters, self.view))
 
     def _draw_status(self) -> None:
-        text = browse.status_text(
+        parts = browse.status_parts(
             self.results,
             count=self.count,
             counting=self.counting,
             changed=self.changed,
             busy=self.busy,
         )
-        self.query_one("#status", Static).update(text, layout=False)
+        self.query_one("#status", FittedLine).update(parts)
 
     def _poll_changes(self) -> None:
         marker = self.browser.changed_marker()
@@ -650,6 +1072,15 @@ class BrowseScreen(Screen[None]):
         listing = self.query_one("#list", HitList)
         rows_per_page = max(1, listing.scrollable_content_region.height // HitList.ROW_LINES)
         self.action_move(direction * rows_per_page)
+
+    def help_entries(self) -> list[tuple[str, str]]:
+        """Return the keys of this screen and what each does, as the help screen lists them."""
+        prints = getattr(self.app, "prints", "id")
+        return _help_entries(self.BINDINGS, {"choose": CHOOSE_HELP.get(prints, "")})
+
+    def action_help(self) -> None:
+        """List every key and what it does."""
+        self.app.push_screen(HelpScreen("Keys", self.help_entries()))
 
     def action_choose(self) -> None:
         """Leave, printing the highlighted session's id."""
@@ -855,22 +1286,6 @@ class BrowseScreen(Screen[None]):
         self.app.push_screen(ConfirmScreen(question, danger=True), answered)
 
 
-def _keys_line(bindings: list[BindingType]) -> Text:
-    """Return the footer: each shown binding's first key and what it does."""
-    text = Text()
-    for binding in bindings:
-        if not isinstance(binding, Binding) or not binding.show:
-            continue
-        key = binding.key.split(",")[0]
-        label = {"enter": "Enter", "escape": "Esc", "tab": "Tab"}.get(key, key)
-        label = label.replace("ctrl+", "^").upper() if label.startswith(("f", "ctrl+")) else label
-        if text:
-            text.append(" ")
-        text.append(label, style="bold reverse")
-        text.append(" " + binding.description)
-    return text
-
-
 class BrowseApp(App[str | None]):
     """`hermes sessions browse`: returns the chosen session id, or None when quit."""
 
@@ -900,10 +1315,13 @@ class BrowseApp(App[str | None]):
     }
     #status { height: 1; padding: 0 1; background: $panel; }
     .keys { height: 1; }
-    #transcript { height: 1fr; }
+    #transcript { height: 1fr; padding: 0 0 0 1; }
     #transcript-head, #transcript-status { padding: 0 1; }
+    #transcript-head { height: 2; background: $panel; text-wrap: nowrap; text-overflow: ellipsis; }
     #transcript-status { height: 1; background: $panel; }
-    ConfirmScreen, AskScreen { align: center middle; }
+    ConfirmScreen, AskScreen, HelpScreen { align: center middle; }
+    .dialog.help { width: 90%; max-width: 100; height: auto; max-height: 90%; padding: 0 1; }
+    #help-keys { height: auto; max-height: 100%; margin-top: 1; }
     .dialog {
         width: 80%; max-width: 90; height: auto; padding: 1 2;
         border: thick $primary; background: $surface;
@@ -913,10 +1331,11 @@ class BrowseApp(App[str | None]):
     .dialog Input { margin-top: 1; }
     """
 
-    def __init__(self, browser: Browser, *, initial: Results) -> None:
+    def __init__(self, browser: Browser, *, initial: Results, prints: str = "id") -> None:
         super().__init__()
         self.browser = browser
         self.initial = initial
+        self.prints = prints  # what Enter prints: "id", or "resume" (Hermes Agent's line)
 
     def get_default_screen(self) -> Screen[Any]:
         return BrowseScreen(self.browser, self.initial)

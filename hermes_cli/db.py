@@ -1,5 +1,7 @@
 """`hermes db …`: where the store is, who holds it, integrity checks, space reclaim, migration."""
 
+from typing import Annotated
+
 import typer
 
 from hermes_cli import output, records, render, store_views
@@ -55,27 +57,69 @@ def lockowners(
 def check(
     fmt: FormatOption = None, as_json: JsonFlag = False, color: ColorOption = output.ColorMode.auto
 ) -> None:
-    """Check integrity, foreign keys, search indexes, schema version and file modes (read-only)."""
+    """Check integrity, foreign keys, search indexes, schema version and file modes (read-only).
+
+    On a damaged store it says which tables, indexes and search indexes are affected, on
+    which pages, whether the -wal is readable, and what to run: a rebuild of the indexes in
+    place when only they are inconsistent, else `hermes sessions recover` into a new file and
+    `hermes restore` of that file. Exits 1 when anything is damaged.
+    """
     from hermes_cli import stores
     from hermes_state import maintenance
+    from hermes_state.errors import NotAHermesStoreError, StoreCorruptError
 
     settings = output.configure(output_format(fmt, as_json), color=color)
-    with stores.read_store() as store:
-        result = maintenance.check_store(store).to_dict()
+    try:
+        with stores.read_store() as store:
+            result = maintenance.check_store(store).to_dict()
+    except NotAHermesStoreError:
+        raise  # another application's database: nothing of ours to diagnose
+    except StoreCorruptError as exc:
+        # SQLite cannot open the file or read its schema: say what can be known of it.
+        result = maintenance.check_unopenable(stores.db_path(), exc.message).to_dict()
     if not output.emit(settings, result, result["checks"], records.CHECK_KEYS):
         store_views.check_report(result)
+    if result.get("problems"):
+        # Damage is an error like any other: one line and what to run, on stderr.
+        hint = result["advice"]["hint"]
+        raise StoreCorruptError(store_views.damage_line(result), hint=hint)
     if not result["ok"]:
         raise typer.Exit(1)
 
 
-@command(app, "optimize", examples=["hermes db optimize", "hermes db optimize --force"])
-def optimize(force: ForceFlag = False) -> None:
+@command(
+    app,
+    "optimize",
+    examples=[
+        "hermes db optimize",
+        "hermes db optimize --force",
+        "hermes db optimize --reindex",
+        "hermes db optimize --json",
+    ],
+)
+def optimize(
+    force: ForceFlag = False,
+    reindex: Annotated[
+        bool,
+        typer.Option(
+            "--reindex",
+            help="First rebuild every index from its table and the search indexes from the "
+            "messages: repairs indexes that disagree with their tables (db check says when). "
+            "Refuses while another process has the store open, unless --force.",
+        ),
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
     """Merge search-index segments and VACUUM to give space back to the file system."""
     from hermes_cli import stores
     from hermes_state import maintenance
 
-    with stores.write_store() as store, render.progress("Optimizing (search indexes, VACUUM)"):
-        result = maintenance.optimize(store, vacuum=True, force=force)
+    what = "Reindexing, then optimizing" if reindex else "Optimizing (search indexes, VACUUM)"
+    with stores.write_store() as store, render.progress(what):
+        result = maintenance.optimize(store, vacuum=True, force=force, reindex=reindex)
+    if as_json:
+        render.emit_json(result.to_dict())
+        return
     store_views.optimize_result(result)
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from hermes_cli import records
+from hermes_cli.completion_install import LOCATIONS, WHAT
 from hermes_cli.exitcodes import MEANINGS
 from hermes_cli.options import examples_of
 
@@ -34,6 +36,11 @@ PATH_METAVARS = frozenset({"PATH", "FILE", "NEW.db", "ARCHIVE", "DIR"})
 PROFILE_ARG_COMMANDS = frozenset({"profile use", "profile show", "profile delete"})
 # Metavars whose values come from `hermes __complete KIND` (options and positional arguments).
 VALUE_KINDS = {"ID": "ids", "S": "sources", "R": "roles"}
+# What a shell offers for a value (an option's or a positional argument's) is one "spec": a
+# kind of `hermes __complete` (ids, titles, sources, roles, profiles), FILE_NAMES, "=" followed by
+# the comma-separated choices, or FREE_TEXT (nothing to offer: not even file names).
+FILE_NAMES = "files"
+FREE_TEXT = ""
 
 
 @dataclass(frozen=True)
@@ -55,12 +62,18 @@ class OptionDoc:
 
 @dataclass(frozen=True)
 class ArgumentDoc:
-    """One positional argument."""
+    """One positional argument: metavar without the `...` a variadic one is shown with."""
 
     metavar: str
     help: str
     required: bool
     variadic: bool
+    choices: tuple[str, ...] = ()
+
+    @property
+    def shown(self) -> str:
+        """The metavar as usage lines write it: `ID`, or `ID...` for a variadic argument."""
+        return self.metavar + ("..." if self.variadic else "")
 
 
 @dataclass
@@ -100,6 +113,11 @@ def _choices(param: Any) -> tuple[str, ...]:
     return tuple(str(c) for c in getattr(getattr(param, "type", None), "choices", ()) or ())
 
 
+def base_metavar(metavar: str) -> str:
+    """Return a metavar without a trailing `...` (`ID...` names the same values as `ID`)."""
+    return metavar.removesuffix("...")
+
+
 def _option(param: Any) -> OptionDoc:
     choices = _choices(param)
     metavar = None
@@ -122,10 +140,11 @@ def _option(param: Any) -> OptionDoc:
 
 def _argument(param: Any) -> ArgumentDoc:
     return ArgumentDoc(
-        metavar=param.metavar or param.name.upper(),
+        metavar=base_metavar(param.metavar or param.name.upper()),
         help=" ".join((getattr(param, "help", None) or "").split()),
         required=bool(param.required),
         variadic=param.nargs == -1,
+        choices=_choices(param),
     )
 
 
@@ -186,17 +205,34 @@ def _value_flags(root: CommandDoc) -> list[str]:
     return sorted(flags)
 
 
-def _first_argument_kind(c: CommandDoc) -> str | None:
-    """What the command's first positional argument names: a VALUE_KINDS kind or 'profiles'."""
-    if c.key in PROFILE_ARG_COMMANDS:
-        return "profiles"
-    if c.arguments:
-        return VALUE_KINDS.get(c.arguments[0].metavar)
-    return None
+def _spec(metavar: str | None, choices: tuple[str, ...]) -> str:
+    """What a shell offers for a value with this metavar (`ID...` is `ID`) and these choices."""
+    name = base_metavar(metavar or "")
+    if choices:
+        return "=" + ",".join(choices)
+    if name in PATH_METAVARS:
+        return FILE_NAMES
+    return VALUE_KINDS.get(name, FREE_TEXT)
 
 
-def _files_argument(c: CommandDoc) -> bool:
-    return bool(c.arguments) and c.arguments[0].metavar in PATH_METAVARS
+def option_spec(o: OptionDoc) -> str:
+    """What a shell offers for the value of an option (profiles for -p/--profile)."""
+    return "profiles" if "--profile" in o.flags else _spec(o.metavar, o.choices)
+
+
+def argument_specs(c: CommandDoc) -> list[str]:
+    """What a shell offers at each positional argument of a command; when the last argument is
+    variadic, its spec also holds for every word after it."""
+    return [
+        "profiles"
+        if c.key in PROFILE_ARG_COMMANDS and a.metavar == "NAME"
+        else _spec(a.metavar, a.choices)
+        for a in c.arguments
+    ]
+
+
+def _variadic(c: CommandDoc) -> bool:
+    return bool(c.arguments) and c.arguments[-1].variadic
 
 
 # --- bash -----------------------------------------------------------------------------------
@@ -213,7 +249,7 @@ def bash(root: CommandDoc) -> str:
     value_flags = " | ".join(f for f in _value_flags(root) if f not in ("-p", "--profile"))
     lines = [
         f"# bash completion for {PROG}; {GENERATED}.",
-        "# Install: source it, or copy it to ~/.local/share/bash-completion/completions/hermes",
+        "# Install: hermes completion install bash (or source this file from ~/.bashrc).",
         "",
         "# Values from the store of the profile named on the line (read-only, one short process).",
         "_hermes_values() {",
@@ -221,9 +257,33 @@ def bash(root: CommandDoc) -> str:
         "}",
         "",
         "_hermes_reply() {",
-        "    # Keep the order the values come in (recent sessions first) where bash can.",
-        "    compopt -o nosort 2>/dev/null",
+        "    # Keep the order the values come in (recent sessions first) where bash can, and",
+        "    # offer no file names when there are none: a file name is never one of these values.",
+        "    compopt -o nosort +o default 2>/dev/null",
         '    mapfile -t COMPREPLY < <(_hermes_values "$@")',
+        "}",
+        "",
+        "# Offer what a value is: a kind of `hermes __complete`, files, =choice,choice, or free",
+        "# text (empty: nothing to offer).",
+        "_hermes_offer() {",
+        '    local spec="$1" cur="$2" words title',
+        '    case "$spec" in',
+        '        "") compopt +o default 2>/dev/null ;;',
+        "        files)",
+        "            compopt -o filenames 2>/dev/null",
+        '            mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;',
+        "        =*)",
+        '            words="${spec#=}"',
+        '            COMPREPLY=($(compgen -W "${words//,/ }" -- "$cur")) ;;',
+        "        *)",
+        '            _hermes_reply "$spec" "$cur"',
+        '            if [[ "$spec" == ids ]] && ((${#COMPREPLY[@]} == 0)) && [[ -n "$cur" ]]; then',
+        "                # No id starts so: offer titles, quoted for the shell.",
+        "                while IFS= read -r title; do",
+        '                    COMPREPLY+=("$(printf "%q" "$title")")',
+        '                done < <(_hermes_values titles "$cur")',
+        "            fi ;;",
+        "    esac",
         "}",
         "",
         "_hermes() {",
@@ -260,16 +320,13 @@ def bash(root: CommandDoc) -> str:
             if not o.takes_value or "--profile" in o.flags:
                 continue
             pattern = " | ".join(f'"{c.key}:{f}"' for f in o.flags)
-            if o.choices:
-                action = f'COMPREPLY=($(compgen -W "{_sh_words(list(o.choices))}" -- "$cur"))'
-            elif o.metavar in PATH_METAVARS:
-                action = 'COMPREPLY=($(compgen -f -- "$cur"))'
-            elif o.metavar in VALUE_KINDS:
-                action = f'_hermes_reply {VALUE_KINDS[o.metavar]} "$cur"'
-            else:
-                action = "COMPREPLY=()"
-            lines.append(f"        {pattern}) {action}; return ;;")
-    lines += ["    esac", '    local opts="" subs="" kind=""', '    case "$cmdpath" in']
+            lines.append(f'        {pattern}) _hermes_offer "{option_spec(o)}" "$cur"; return ;;')
+    lines += [
+        "    esac",
+        '    local opts="" subs="" spec="" variadic=0',
+        "    local -a args=()",
+        '    case "$cmdpath" in',
+    ]
     for c in commands:
         opts = [f for o in c.options for f in o.flags]
         if c.key:
@@ -278,9 +335,11 @@ def bash(root: CommandDoc) -> str:
         body = f'opts="{_sh_words(opts)}"'
         if subs:
             body += f'; subs="{_sh_words(subs)}"'
-        kind = _first_argument_kind(c)
-        if kind:
-            body += f'; kind="{kind}"'
+        specs = argument_specs(c)
+        if specs:
+            body += "; args=(" + " ".join(f'"{s}"' for s in specs) + ")"
+        if _variadic(c):
+            body += "; variadic=1"
         lines.append(f'        "{c.key}") {body} ;;')
     lines += [
         "    esac",
@@ -288,15 +347,14 @@ def bash(root: CommandDoc) -> str:
         '        COMPREPLY=($(compgen -W "$opts" -- "$cur"))',
         '    elif [[ -n "$subs" ]]; then',
         '        COMPREPLY=($(compgen -W "$subs" -- "$cur"))',
-        '    elif [[ -n "$kind" ]] && ((npos == 0)); then',
-        '        _hermes_reply "$kind" "$cur"',
-        '        if [[ "$kind" == ids ]] && ((${#COMPREPLY[@]} == 0)) && [[ -n "$cur" ]]; then',
-        "            # No id starts so: offer titles, quoted for the shell.",
-        "            local title",
-        "            while IFS= read -r title; do",
-        '                COMPREPLY+=("$(printf "%q" "$title")")',
-        '            done < <(_hermes_values titles "$cur")',
+        "    else",
+        "        # The spec of the positional argument being typed; a variadic last one repeats.",
+        "        if ((npos < ${#args[@]})); then",
+        '            spec="${args[npos]}"',
+        "        elif ((variadic)); then",
+        '            spec="${args[${#args[@]}-1]}"',
         "        fi",
+        '        _hermes_offer "$spec" "$cur"',
         "    fi",
         "}",
         "",
@@ -326,7 +384,8 @@ def zsh(root: CommandDoc) -> str:
     lines = [
         "#compdef hermes",
         f"# zsh completion for {PROG}; {GENERATED}.",
-        "# Install: put this file, named _hermes, in a directory on $fpath.",
+        "# Install: hermes completion install zsh (or put this file, named _hermes, in a",
+        "# directory on $fpath; or, after compinit, source <(hermes completion show zsh)).",
         "",
         "# Values from the store of the profile named on the line (read-only, one short process).",
         "_hermes_values() {",
@@ -348,16 +407,27 @@ def zsh(root: CommandDoc) -> str:
         "        done",
         "        _describe -V -t sessions session described",
         '        found=(${(f)"$(_hermes_values titles "${words[CURRENT]}")"})',
-        "        (( ${#found} )) && compadd -V titles -- $found",
+        "        if (( ${#found} )); then compadd -V titles -- $found; fi",
         "    else",
         "        compadd -V $kind -- $found",
         "    fi",
         "}",
         "",
+        "# Offer what a value is: a kind of `hermes __complete`, files, =choice,choice, or free",
+        "# text (empty: nothing to offer).",
+        "_hermes_offer() {",
+        "    case $1 in",
+        "        ('') ;;",
+        "        (files) _files ;;",
+        "        ('='*) compadd -- ${(s:,:)${1#=}} ;;  # quoted: =word is a command's path",
+        "        (*) _hermes_complete $1 ;;",
+        "    esac",
+        "}",
+        "",
         "_hermes() {",
-        '    local cmdpath="" word candidate prev="${words[CURRENT-1]}" kind=""',
-        "    local -i i skip=0 npos=0",
-        "    local -a opts subs",
+        '    local cmdpath="" word candidate prev="${words[CURRENT-1]}" spec=""',
+        "    local -i i skip=0 npos=0 variadic=0",
+        "    local -a opts subs args",
         "    _hermes_profile=()",
         "    for ((i = 2; i < CURRENT; i++)); do",
         '        word="${words[i]}"',
@@ -386,14 +456,11 @@ def zsh(root: CommandDoc) -> str:
             if not o.takes_value or "--profile" in o.flags:
                 continue
             pattern = "|".join(_zsh_quote(f"{c.key}:{f}") for f in o.flags)
-            if o.choices:
-                action = "compadd -- " + " ".join(o.choices)
-            elif o.metavar in PATH_METAVARS:
-                action = "_files"
-            elif o.metavar in VALUE_KINDS:
-                action = f"_hermes_complete {VALUE_KINDS[o.metavar]}"
-            else:
+            spec = option_spec(o)
+            if spec == FREE_TEXT:
                 action = f"_message {_zsh_quote(o.metavar or 'value')}"
+            else:
+                action = f"_hermes_offer {_zsh_quote(spec)}"
             lines.append(f"        ({pattern}) {action}; return ;;")
     lines += ["    esac", '    case "$cmdpath" in']
     for c in commands:
@@ -405,8 +472,11 @@ def zsh(root: CommandDoc) -> str:
         subs = [_zsh_quote(f"{ch.path[-1]}:{_zsh_desc(ch.help)}") for ch in c.children]
         body = f"opts=({' '.join(entries)})"
         body += f"; subs=({' '.join(subs)})"
-        kind = _first_argument_kind(c) or ("files" if _files_argument(c) else "")
-        body += f"; kind={kind}" if kind else ""
+        specs = argument_specs(c)
+        if specs:
+            body += "; args=(" + " ".join(_zsh_quote(s) for s in specs) + ")"
+        if _variadic(c):
+            body += "; variadic=1"
         lines.append(f"        ({_zsh_quote(c.key)}) {body} ;;")
     lines += [
         "    esac",
@@ -414,14 +484,23 @@ def zsh(root: CommandDoc) -> str:
         "        _describe -t options option opts",
         "    elif (( ${#subs} )); then",
         "        _describe -t commands command subs",
-        "    elif [[ $kind == files ]]; then",
-        "        _files",
-        "    elif [[ -n $kind ]] && ((npos == 0)); then",
-        "        _hermes_complete $kind",
+        "    else",
+        "        # The spec of the positional argument being typed; a variadic last one repeats.",
+        "        if (( npos < ${#args} )); then",
+        "            spec=${args[npos+1]}",
+        "        elif (( variadic )); then",
+        "            spec=${args[-1]}",
+        "        fi",
+        '        _hermes_offer "$spec"',
         "    fi",
         "}",
         "",
-        '_hermes "$@"',
+        "# Autoloaded by compinit: complete now. Sourced: register for the hermes command.",
+        'if [[ "$funcstack[1]" == _hermes ]]; then',
+        '    _hermes "$@"',
+        "elif (( $+functions[compdef] )); then",
+        "    compdef _hermes hermes",
+        "fi",
         "",
     ]
     return "\n".join(lines)
@@ -434,6 +513,20 @@ def _fish_quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def _fish_values(spec: str) -> list[str]:
+    """Return the `complete` arguments that offer a spec's values (one line each; ids first)."""
+    if spec == FREE_TEXT:
+        return []
+    if spec == FILE_NAMES:
+        return ["-F"]
+    if spec.startswith("="):
+        return [f"-a {_fish_quote(' '.join(spec[1:].split(',')))}"]
+    values = [f"-k -a '(__hermes_values {spec})'"]
+    if spec == "ids":
+        values.append("-a '(__hermes_values titles)'")  # titles name sessions too
+    return values
+
+
 def fish(root: CommandDoc) -> str:
     """Return the fish completion script."""
     commands = all_commands(root)
@@ -441,7 +534,8 @@ def fish(root: CommandDoc) -> str:
     value_flags = " ".join(f for f in _value_flags(root) if f not in ("-p", "--profile"))
     lines = [
         f"# fish completion for {PROG}; {GENERATED}.",
-        "# Install: copy to ~/.config/fish/completions/hermes.fish",
+        "# Install: hermes completion install fish (or copy this file to",
+        "# ~/.config/fish/completions/hermes.fish).",
         "",
         "set -g __hermes_known " + " ".join(_fish_quote(k) for k in known),
         "set -g __hermes_value_flags " + value_flags,
@@ -507,10 +601,16 @@ def fish(root: CommandDoc) -> str:
         '    test "$walked[2]" = "$argv[1]"',
         "end",
         "",
-        "# At a command, before its first positional argument.",
-        "function __hermes_first_arg",
+        "# At command $argv[1], typing its positional argument number $argv[2] (from 0), or any",
+        "# after it when $argv[3] is given (a variadic last argument).",
+        "function __hermes_arg",
         "    set -l walked (__hermes_walk)",
-        '    test "$walked[2]" = "$argv[1]"; and test "$walked[1]" = 0',
+        '    test "$walked[2]" = "$argv[1]"; or return 1',
+        "    if set -q argv[3]",
+        "        test $walked[1] -ge $argv[2]",
+        "    else",
+        "        test $walked[1] -eq $argv[2]",
+        "    end",
         "end",
         "",
         "complete -c hermes -f",
@@ -519,35 +619,30 @@ def fish(root: CommandDoc) -> str:
     ]
     for c in commands:
         cond = f"-n {_fish_quote('__hermes_at ' + _fish_quote(c.key))}"
-        first = f"-n {_fish_quote('__hermes_first_arg ' + _fish_quote(c.key))}"
         for ch in c.children:
             lines.append(
                 f"complete -c hermes {cond} -a {ch.path[-1]} -d {_fish_quote(ch.short_help)}"
             )
-        kind = _first_argument_kind(c)
-        if kind:
-            lines.append(f"complete -c hermes {first} -k -a '(__hermes_values {kind})'")
-            if kind == "ids":
-                lines.append(f"complete -c hermes {first} -a '(__hermes_values titles)'")
-        elif c.arguments and not c.children:
-            lines.append(f"complete -c hermes {cond} -F")
+        specs = argument_specs(c)
+        for i, spec in enumerate(specs):
+            more = " more" if i == len(specs) - 1 and _variadic(c) else ""
+            at = f"-n {_fish_quote(f'__hermes_arg {_fish_quote(c.key)} {i}{more}')}"
+            for values in _fish_values(spec):
+                lines.append(f"complete -c hermes {at} {values}")
         for o in c.options:
             if "--profile" in o.flags:
                 continue
             parts = []
             for f in o.flags:
                 parts.append(f"-l {f[2:]}" if f.startswith("--") else f"-s {f[1:]}")
-            spec = " ".join(parts)
+            flags = " ".join(parts)
             if o.takes_value:
-                if o.choices:
-                    spec += f" -x -a {_fish_quote(' '.join(o.choices))}"
-                elif o.metavar in PATH_METAVARS:
-                    spec += " -r -F"
-                elif o.metavar in VALUE_KINDS:
-                    spec += f" -x -k -a '(__hermes_values {VALUE_KINDS[o.metavar]})'"
+                spec = option_spec(o)
+                if spec == FILE_NAMES:
+                    flags += " -r -F"
                 else:
-                    spec += " -x"
-            lines.append(f"complete -c hermes {cond} {spec} -d {_fish_quote(first_line(o.help))}")
+                    flags += " -x" + "".join(f" {v}" for v in _fish_values(spec)[:1])
+            lines.append(f"complete -c hermes {cond} {flags} -d {_fish_quote(first_line(o.help))}")
     lines.append("")
     return "\n".join(lines)
 
@@ -580,7 +675,8 @@ def _roff_epilog(text: str) -> list[str]:
     for para in text.split("\n\n"):
         lines = para.split("\n")
         if lines[0].strip() == "\b":
-            out += [".PP", ".nf", *(roff_text(ln.strip()) for ln in lines[1:]), ".fi"]
+            block = textwrap.dedent("\n".join(ln.rstrip() for ln in lines[1:]))
+            out += [".PP", ".nf", *(roff_text(ln) for ln in block.split("\n")), ".fi"]
         elif para.strip():
             out += [".PP", roff_text(" ".join(para.split()))]
     return out
@@ -609,7 +705,8 @@ JSON_VOCABULARY = (
     "current conversation) and stored_message_count (every stored row of every generation: "
     "what an export writes and a delete removes); money is cost_usd "
     "(the actual cost when known, else the estimate); a session is id inside a session object "
-    "and session_id elsewhere. --json is --format json. --format jsonl prints the records "
+    "and session_id elsewhere. --json is --format json (on a command without --format it "
+    "prints that command's result as one JSON document). --format jsonl prints the records "
     "listed below one compact JSON document per line; csv and tsv print a header line with "
     "those keys, then the records: csv with RFC 4180 quoting (a field may span lines), tsv one "
     "record per line with tab, newline, carriage return and backslash written as \\t, \\n, "
@@ -635,21 +732,30 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
     ),
     (
         "sessions list",
-        '{"sessions": [SESSION...], "total": N, "errors": [ERROR...]}; records: SESSION.',
+        '{"sessions": [SESSION...], "total": N, "offset": N, "complete": B, "errors": '
+        "[ERROR...]}; total counts every session the filters keep; complete is false when "
+        "-n/--limit or --offset left some out. Records: SESSION. --json=F,F (or --fields F,F) "
+        "keeps only those keys, in that order. With --vault each session also has vault: its "
+        "vault year, or null for the live store.",
     ),
     (
         "sessions search",
         '{"query": Q, "ordering": O, "route": R, "partial": B, "ranked": N, "examined": N, '
-        '"candidates": N, "searched_back_to": T, "hits": [HIT...]}; ordering is rank (BM25 '
+        '"candidates": N, "searched_back_to": T, "matches": N, "sessions": N, "complete": B, '
+        '"hits": [HIT...]}; ordering is rank (BM25 '
         "over every match), rank_recent (BM25 over the newest `ranked` matches; more exist), "
         "newest or oldest; route is word, cjk, trigram, scan or none; partial is true when the "
         "search stopped at its work budget, having examined `examined` of `candidates` "
-        "candidate messages back to `searched_back_to` (null otherwise). Records: HIT.",
+        "candidate messages back to `searched_back_to` (null otherwise); matches and sessions "
+        "are exact counts when complete is true, else lower bounds (the search stopped at its "
+        "2,000th match or its work budget; --all counts every one); a hit's vault is the "
+        'vault year of the store it came from ("2025"), or null for the live store. Records: HIT.',
     ),
     (
         "sessions show",
-        'SESSION plus "messages": [MESSAGE...] (streamed; --tail and --role apply). '
-        "Records: MESSAGE.",
+        'SESSION plus "vault" and "messages": [MESSAGE...] (streamed; --tail and --role '
+        "apply); vault is the year of the vault store the session was read from, or null for "
+        "the live store, and each message carries it too. Records: MESSAGE plus vault.",
     ),
     (
         "sessions stats",
@@ -672,10 +778,45 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
         "sessions recover --json",
         "The recovery report: operation, source, target, report_path, summary (the first "
         "line of the human output), method (copy or salvage), wal, header_fixes, tables (per "
-        "table source_rows, on_pages, copied, from_pages, to_lost_and_found, status), excluded, "
+        "table source_rows, on_pages, copied, from_pages, to_lost_and_found, status, expected, "
+        "expected_estimated, expected_basis, expected_from, recovered, lost, placeholders, "
+        "figures), totals {expected, recovered, lost, estimated} (expected = recovered + lost, "
+        "every table counted once), placeholder_session_ids, pages_missing, excluded, "
         "skipped_ranges, lost_and_found (rows kept aside in the target's lost_and_found table, "
-        "by reason), deleted_rows_seen, verification, complete, partial, verified, accepted, "
-        "installed (always false).",
+        "by reason), deleted_rows_seen, verification (incomplete: checks that could not "
+        "finish), complete, partial, verified, accepted, installed (always false).",
+    ),
+    (
+        "sessions import --json",
+        "{imported, replaced, appended, skipped, messages, already_there, kept_ids, "
+        "renumbered, usage_rows, ok, errors: [{line, session_id, message}], warnings: "
+        "[text...]}; exit 1 when errors is not empty.",
+    ),
+    (
+        "sessions prune --json",
+        "{older_than_days, cutoff, dry_run, sessions, messages, session_ids, "
+        "bytes_reclaimable, busy, kept_for_lineage, children_repointed, ledger_rows_removed, "
+        "sources, exclude_sources, active_after, details: [{id, title, last_active, messages, "
+        "bytes}] (a dry run: its first 50 sessions), reclaimed (after a real prune: the "
+        "optimize result, or null)}.",
+    ),
+    (
+        "usage",
+        "{"
+        + _keys(records.USAGE_KEYS)
+        + "}; totals and each of groups carry {"
+        + _keys(records.USAGE_FIGURE_KEYS)
+        + "}, a group first its key (day, week (its Monday), month, model, provider, task, "
+        "source, or session_id with title, source and model); a cost no record knows is null "
+        "and counted in unknown_cost_count. Records: the groups.",
+    ),
+    (
+        "watch --once",
+        "{"
+        + _keys(records.WATCH_KEYS)
+        + "}; records (jsonl, csv, tsv): {"
+        + _keys(records.WATCH_ROW_KEYS)
+        + "} per figure; without --once, one snapshot per --interval.",
     ),
     ("db path", "{path, exists, profile}; records: that object."),
     ("db check", "{path, ok, checks: [{" + _keys(records.CHECK_KEYS) + "}]}; records: checks."),
@@ -727,6 +868,16 @@ ENVIRONMENT = (
     ),
     ("TERM", "TERM=dumb turns colours and progress bars off."),
     (
+        "SHELL",
+        "The shell hermes completion show and install are for when none is named (bash, zsh "
+        "or fish).",
+    ),
+    (
+        "XDG_DATA_HOME, XDG_CONFIG_HOME, BASH_COMPLETION_USER_DIR",
+        "Where hermes completion install puts the completions and this page (see FILES); "
+        "unset, ~/.local/share and ~/.config.",
+    ),
+    (
         "HERMES_STATE_DB_GUARD_BYPASS",
         "Test-only escape hatch: lets a process started by a test open a production state.db. "
         "Never set it for ordinary use.",
@@ -742,6 +893,10 @@ FILES = (
         "$HERMES_HOME/logs/errors.log",
         "Warnings and errors of hermes commands (created on the first one, mode 0600).",
     ),
+    *(
+        (location, f"The {WHAT[target]}, as hermes completion install {target} writes it.")
+        for target, location in LOCATIONS.items()
+    ),
 )
 
 
@@ -756,9 +911,8 @@ SECURITY_NOTE = (
 
 
 def _paragraphs(text: str) -> str:
-    """Return help text as roff paragraphs (blank lines become .PP)."""
-    parts = [" ".join(p.split()) for p in (text or "").split("\n\n") if p.strip()]
-    return "\n.PP\n".join(roff_text(p) for p in parts)
+    """Return help text as roff paragraphs (blank lines become .PP; \\b blocks kept as set)."""
+    return "\n".join(_roff_epilog(text or "")[1:])
 
 
 def _lower_first(text: str) -> str:
@@ -807,17 +961,18 @@ def man(root: CommandDoc) -> str:
         ".SH COMMANDS",
     ]
     for c in all_commands(root):
-        if c.children and c.key:
-            out += [f".SS {_usage(c)}", _paragraphs(c.help)]
-            continue
         if not c.key:
             out += [".SS Global options"]
         else:
             out += [f".SS {_usage(c)}", _paragraphs(c.help)]
+            # A group is documented by its subcommands, unless it runs on its own (`backup`).
+            if c.children and not c.options:
+                continue
             if c.epilog:
                 out += _roff_epilog(c.epilog)
         for a in c.arguments:
-            out += [".TP", f"\\fI{roff_text(a.metavar)}\\fR", roff_text(a.help or "")]
+            text = a.help + (" One of: " + ", ".join(a.choices) + "." if a.choices else "")
+            out += [".TP", f"\\fI{roff_text(a.shown)}\\fR", roff_text(text.strip())]
         for o in c.options:
             text = o.help
             if o.choices:
@@ -851,7 +1006,8 @@ def man(root: CommandDoc) -> str:
         roff_text("hermes sessions show 20261118 --tail 20 --role assistant"),
         roff_text("hermes sessions list --format jsonl | jq -r .id"),
         roff_text("hermes sessions export --until 90d -o old.jsonl"),
-        roff_text('hermes --resume "$(hermes sessions browse --print-id docker)"'),
+        roff_text('hermes sessions show "$(hermes sessions browse --print-id docker)"'),
+        roff_text("hermes --json=id,title sessions list --since yesterday"),
         roff_text("hermes sessions prune --older-than 90d --dry-run"),
         roff_text("hermes sessions recover --to /tmp/recovered.db"),
         roff_text("hermes db lockowners --json"),
@@ -874,7 +1030,7 @@ def _md_usage(c: CommandDoc) -> str:
     """Return a command's usage for a Markdown table cell: every option, in order."""
     parts = [" ".join((PROG, *c.path))]
     for a in c.arguments:
-        name = a.metavar + ("…" if a.variadic and not a.metavar.endswith("...") else "")
+        name = a.metavar + ("…" if a.variadic else "")
         parts.append(name if a.required else f"[{name}]")
     for o in c.options:
         # The output options every read command shares are described once, under the table.
@@ -925,13 +1081,22 @@ def update_readme(text: str, root: CommandDoc) -> str:
 # --- writing --------------------------------------------------------------------------------
 
 
+GENERATORS = {"bash": bash, "zsh": zsh, "fish": fish, "man": man}
+
+
+def _tidy(text: str) -> str:
+    return re.sub(r"[ \t]+\n", "\n", text)
+
+
+def generate(what: str, root: CommandDoc | None = None) -> str:
+    """Return one generated text (bash, zsh, fish or man) for the live app (or root)."""
+    return _tidy(GENERATORS[what](root or app_doc()))
+
+
 def render_all() -> dict[str, str]:
     """Return {relative path: text} for every generated file."""
     root = app_doc()
-    texts = (bash(root), zsh(root), fish(root), man(root))
-    return {
-        path: re.sub(r"[ \t]+\n", "\n", text) for path, text in zip(OUTPUTS, texts, strict=True)
-    }
+    return {path: generate(what, root) for path, what in zip(OUTPUTS, GENERATORS, strict=True)}
 
 
 def write_all(out_dir: Path, readme_from: Path | None = None) -> list[Path]:

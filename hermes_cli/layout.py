@@ -74,6 +74,27 @@ def pad(text: str, width: int, justify: str = "left") -> str:
 Piece = tuple[str, str | None]  # (text, style)
 
 
+def wrap_text(text: str, width: int | None, *, break_words: bool = True) -> list[str]:
+    """Return one line of plain text as lines of at most width cells (whole when width is None).
+
+    Without break_words a word wider than the line (a path, a URL) keeps a line of its own,
+    whole, so it can still be copied.
+    """
+    if width is None or display_width(text) <= width:
+        return [text]
+    if break_words:
+        return ["".join(t for t, _ in line) for line in wrap_pieces([(text, None)], width)]
+    body = text.lstrip(" ")
+    indent = text[: len(text) - len(body)]  # continuation lines keep the line's indentation
+    lines: list[str] = []
+    for word in body.split(" "):
+        if lines and display_width(lines[-1]) + 1 + display_width(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(indent + word)
+    return lines
+
+
 def wrap_pieces(pieces: Sequence[Piece], width: int) -> list[list[Piece]]:
     """Wrap styled one-line text to lines of at most width cells, breaking at spaces if it can."""
     width = max(1, width)

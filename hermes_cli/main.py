@@ -25,6 +25,15 @@ def apply_global_flags(args: list[str]) -> list[str]:
     from hermes_state import home
     from hermes_state.errors import HermesStateError, ProfileNotFoundError
 
+    agent_flag = argv.agent_option(list(args))
+    if agent_flag is not None:
+        sys.stderr.write(
+            f"Error: {agent_flag} is an option of Hermes Agent's own command line, not of this "
+            "tool (which reads and maintains the agent's session store)\n"
+            "Hint: resume a conversation with the agent's `hermes --resume ID` (installed with "
+            "hermes-agent); here, read it with: hermes sessions show ID\n"
+        )
+        raise SystemExit(ExitCode.USAGE)
     try:
         flags, remaining = argv.take_global_flags(list(args))
         home.select_profile(flags.profile)
@@ -185,7 +194,17 @@ def build_app() -> Any:
     """Assemble the Typer app from one sub-app per command group."""
     import typer
 
-    from hermes_cli import backup, db, profile, sessions
+    from hermes_cli import (
+        backup,
+        completion_install,
+        db,
+        mcp_server,
+        profile,
+        sessions,
+        usage,
+        vault,
+        watch,
+    )
 
     app = typer.Typer(
         name="hermes",
@@ -239,7 +258,12 @@ def build_app() -> Any:
     app.add_typer(sessions.app, name="sessions")
     app.add_typer(db.app, name="db")
     app.add_typer(profile.app, name="profile")
+    app.add_typer(vault.app, name="vault")
     backup.register(app)
+    usage.register(app)
+    watch.register(app)
+    mcp_server.register(app)
+    app.add_typer(completion_install.app, name="completion")
     return app
 
 

@@ -14,15 +14,23 @@ from hermes_cli.durations import ACCEPTED_FORMS, DurationError, parse_cutoff
 from hermes_cli.output import ColorMode, Format
 
 JSON_HELP = "Same as --format json."
+# What --json says on a command that has no --format (HermesCommand puts it in).
+JSON_ONLY_HELP = "Print the result as one JSON document on stdout, and nothing else."
 FORMAT_HELP = (
     "table (for people; the default), json (one document), jsonl (one record per line), "
     "csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, "
     "newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1)."
 )
-AGE_HELP = "AGE: 90 (days), 90d, 12h, 30m, 2w, or an ISO date."
-WHEN_HELP = "WHEN: a duration back from now (7d, 12h, 2w) or an ISO date (2026-01-31)."
-ID_HELP = "Session id, unique id prefix, or title."
-EXACT_ID_HELP = "Session id, unique id prefix, or exact title (never a lineage's newest)."
+AGE_HELP = (
+    "AGE: 90 (days), 90d, 12h, 30m, 2w, '2 weeks ago', yesterday, 'last monday', or an ISO date."
+)
+WHEN_HELP = (
+    "WHEN: a duration back from now (7d, 12h, 2w, '2 weeks ago'), today, yesterday, "
+    "'last monday', or an ISO date (2026-01-31)."
+)
+# One rule for every command: a title names the session with exactly that title (a session
+# compression continued keeps its title; the continuation is `TITLE #2`).
+ID_HELP = "Session id, unique id prefix, or exact title (a continuation is 'TITLE #2')."
 ROLES = ("user", "assistant", "tool", "system")
 UNLIMITED = 2**31  # what --limit 0 asks for
 
@@ -72,6 +80,27 @@ def output_format(fmt: Format | None, as_json: bool) -> Format:
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
+def fields_of(value: str | None) -> list[str] | None:
+    """Split --fields' comma-separated list (None: every field; blank entries dropped)."""
+    if value is None:
+        return None
+    fields = [f.strip() for f in value.split(",") if f.strip()]
+    if not fields:
+        raise typer.BadParameter("--fields needs at least one field name, e.g. --fields id,title")
+    return fields
+
+
+FieldsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--fields",
+        metavar="F,F...",
+        help="Machine formats: only these fields, in this order (`--json=id,title` is short "
+        "for `--json --fields id,title`).",
+    ),
+]
 FormatOption = Annotated[
     Format | None, typer.Option("--format", help=f"Output format: {FORMAT_HELP}")
 ]
@@ -121,7 +150,7 @@ Roles = Annotated[
     ),
 ]
 SessionRef = Annotated[str, typer.Argument(metavar="ID", help=ID_HELP)]
-ExactSessionRef = Annotated[str, typer.Argument(metavar="ID", help=EXACT_ID_HELP)]
+ExactSessionRef = SessionRef  # every command resolves a session the same way
 
 
 def since_option(what: str) -> Any:
@@ -149,7 +178,19 @@ def until_option(what: str, *aliases: str) -> Any:
 
 
 class HermesCommand(TyperCommand):
-    """A command whose usage line reads `ID`, `QUERY`, `TITLE...` (not `{QUERY}`)."""
+    """A command whose usage line reads `ID`, `QUERY`, `TITLE...` (not `{QUERY}`), and whose
+    --json help is true for it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        has_format = any("--format" in getattr(p, "opts", ()) for p in self.params)
+        for param in self.params:
+            if param.param_type_name == "argument" and param.nargs != 1:
+                # One `...` for a variadic argument, however its metavar was written.
+                name = (param.metavar or (param.name or "").upper()).removesuffix("...")
+                param.metavar = f"{name}..."
+            elif getattr(param, "help", None) == JSON_HELP and not has_format:
+                param.help = JSON_ONLY_HELP  # type: ignore[attr-defined]
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """Return the pieces of the usage line: [OPTIONS], then each argument as people write it."""
@@ -159,8 +200,6 @@ class HermesCommand(TyperCommand):
                 pieces.extend(param.get_usage_pieces(ctx))
                 continue
             name = param.metavar or (param.name or "").upper()
-            if param.nargs != 1:
-                name += "..."
             pieces.append(name if param.required else f"[{name}]")
         return pieces
 

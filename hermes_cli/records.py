@@ -15,7 +15,7 @@ Exact stored values (epoch floats, every column) are what `sessions export` writ
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,6 +71,7 @@ HIT_KEYS = (
     "model",
     "session_started_at",
     "context",
+    "vault",
 )
 
 SOURCE_KEYS = ("source", "session_count", "message_count", "stored_message_count")
@@ -103,6 +104,71 @@ PROFILE_KEYS = ("name", "path", "active", "has_store", "store_bytes")
 CHECK_KEYS = ("name", "ok", "detail", "warning")
 LOCK_ROW_KEYS = ("pid", "command", "file", "lock", "access", "mechanism")
 ERROR_KEYS = ("profile", "error", "message")
+# `hermes usage --json`: the document; totals and every group carry USAGE_FIGURE_KEYS, a group
+# first its key (day, week (its Monday), month, model, provider, task, source, or session_id
+# with title, source and model). --format jsonl/csv/tsv: the groups.
+USAGE_KEYS = (
+    "profile",
+    "by",
+    "basis",
+    "since_at",
+    "until_at",
+    "sources",
+    "models",
+    "totals",
+    "groups",
+)
+USAGE_FIGURE_KEYS = (
+    "session_count",
+    "api_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "total_tokens",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+    "cost_usd",
+    "unknown_cost_count",
+    "unknown_cost_tokens",
+)
+# `hermes watch --once --json`: one snapshot; --format jsonl/csv/tsv: WATCH_ROW_KEYS rows.
+WATCH_KEYS = (
+    "profile",
+    "path",
+    "taken_at",
+    "store_ms",
+    "problem",
+    "files",
+    "total_bytes",
+    "schema_version",
+    "journal_mode",
+    "newest_message_id",
+    "messages_per_minute",
+    "active_session_count",
+    "active_sessions",
+    "locks",
+    "ledger",
+    "gateways",
+)
+WATCH_ROW_KEYS = ("taken_at", "section", "item", "metric", "value")
+
+
+def pick(
+    rows: Iterable[Mapping[str, Any]], keys: Sequence[str], fields: Sequence[str] | None
+) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+    """Return the rows keeping only fields (in that order) and the keys they now have.
+
+    ``fields`` None keeps every key. An unknown field raises ValueError naming the known ones.
+    """
+    if not fields:
+        return [dict(r) for r in rows], tuple(keys)
+    unknown = [f for f in fields if f not in keys]
+    if unknown:
+        raise ValueError(f"unknown field {unknown[0]!r}; the fields are: {', '.join(keys)}")
+    chosen = tuple(dict.fromkeys(fields))
+    return [{k: r.get(k) for k in chosen} for r in rows], chosen
 
 
 def iso_utc(ts: Any) -> str | None:
@@ -217,6 +283,7 @@ def hit(row: Mapping[str, Any], title: str | None) -> dict[str, Any]:
             for c in (row.get("context") or [])
             if isinstance(c, Mapping)
         ],
+        "vault": row.get("vault"),
     }
 
 

@@ -29,6 +29,7 @@ from hermes_cli.layout import (
     dropped_note,
     table_lines,
     truncate,
+    wrap_text,
 )
 
 __all__ = ["Column", "display_width", "truncate"]
@@ -48,8 +49,27 @@ def write(text: str, *, err: bool = False) -> None:
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
-    """Write one line to stdout (or stderr), with any control characters in it shown escaped."""
-    write(sanitize.multiline(text) + "\n", err=err)
+    """Write one line to stdout (or stderr), with any control characters in it shown escaped.
+
+    A line wider than the terminal it goes to is wrapped at spaces to its width (a path or a
+    command stays whole); into a pipe or a file every line stays as it is.
+    """
+    safe = sanitize.multiline(text)
+    width = _terminal_width(sys.stderr if err else sys.stdout)
+    if width is not None:
+        safe = "\n".join(
+            part for line in safe.split("\n") for part in wrap_text(line, width, break_words=False)
+        )
+    write(safe + "\n", err=err)
+
+
+def _terminal_width(stream: Any) -> int | None:
+    """Return the width of the terminal a stream is, or None for a pipe or a file."""
+    if not output.isatty(stream):
+        return None
+    import shutil
+
+    return max(20, shutil.get_terminal_size((80, 24)).columns)
 
 
 def warn(message: str) -> None:
@@ -139,13 +159,13 @@ def count(n: Any, settings: output.Settings) -> str:
 
 
 def human_bytes(n: float | None) -> str:
-    """Return a size as 512 B, 3.4 KB, 1.2 MB or 2.0 GB (powers of 1024)."""
+    """Return a size as 512 B, 3.4 KiB, 1.2 MiB, 2.0 GiB or 1.5 TiB (powers of 1024)."""
     size = float(n or 0)
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(size) < 1024 or unit == "GB":
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
-    return f"{size:.1f} TB"  # pragma: no cover - loop always returns
+    return f"{size:.1f} TiB"
 
 
 def plural(n: int, word: str) -> str:
@@ -331,6 +351,23 @@ def progress(description: str, total: int | None = None) -> Iterator[ProgressBar
     )
     with bar:
         yield ProgressBar(bar, bar.add_task(sanitize.one_line(description), total=total))
+
+
+def stdout_console(settings: output.Settings, width: int) -> Any:
+    """Return a rich Console on stdout that never reads markup, emoji or highlights in text
+    (stored text is untrusted) and colours only when the settings say so."""
+    from rich.console import Console
+
+    return Console(
+        file=sys.stdout,
+        width=width,
+        force_terminal=settings.color,
+        no_color=not settings.color,
+        color_system="standard" if settings.color else None,
+        markup=False,
+        highlight=False,
+        emoji=False,
+    )
 
 
 def confirm(question: str, *, assume_yes: bool) -> None:

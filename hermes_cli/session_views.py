@@ -8,7 +8,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hermes_cli import output, sanitize
-from hermes_cli.layout import Column, display_width, paint_pieces, truncate, wrap_pieces
+from hermes_cli.layout import (
+    Column,
+    display_width,
+    paint_pieces,
+    truncate,
+    wrap_pieces,
+    wrap_text,
+)
 from hermes_cli.render import (
     MISSING,
     TOOL_ARGS_WIDTH,
@@ -245,7 +252,11 @@ def transcript(
                 write(output.paint("│ " + line, "dim", settings) + "\n")
         body = content_text(msg.get("content"))
         if body:
-            write(sanitize.multiline(body) + "\n")
+            lines = sanitize.multiline(body).split("\n")
+            # On a terminal a long line is wrapped at its width; piped, lines stay raw.
+            write(
+                "".join(part + "\n" for line in lines for part in wrap_text(line, settings.width))
+            )
         for line in _tool_call_lines(msg.get("tool_calls"), settings):
             write(output.paint(line, "dim", settings) + "\n")
     return n

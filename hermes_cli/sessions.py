@@ -6,6 +6,7 @@ people) or to output (json, jsonl, csv, tsv: the vocabulary of hermes_cli.record
 """
 
 import collections
+import dataclasses
 import io
 import sys
 import time
@@ -20,9 +21,11 @@ from hermes_cli import output, records, render, session_views, store_views
 from hermes_cli.options import (
     AGE_HELP,
     UNLIMITED,
+    WHEN_HELP,
     ColorOption,
     ExactSessionRef,
     ExcludeSources,
+    FieldsOption,
     ForceFlag,
     FormatOption,
     JsonFlag,
@@ -33,6 +36,7 @@ from hermes_cli.options import (
     YesFlag,
     command,
     cutoff,
+    fields_of,
     output_format,
     since_option,
     until_option,
@@ -95,12 +99,18 @@ def _setup(
 
 
 def _list_one(
-    name: str, store: Any, *, filters: dict[str, Any], limit: int, offset: int
+    name: str,
+    store: Any,
+    *,
+    filters: dict[str, Any],
+    counted: dict[str, Any],
+    limit: int,
+    offset: int,
 ) -> tuple[list[dict[str, Any]], int]:
     from hermes_state import sessions as lib
 
     rows = lib.list_sessions(store, limit=limit, offset=offset, **filters)
-    total = lib.count_sessions(store, **{k: v for k, v in filters.items() if k != "order"})
+    total = lib.count_sessions(store, **counted)
     counts = lib.message_counts(store, [r["id"] for r in rows])
     for r in rows:
         r["profile"] = name
@@ -109,26 +119,41 @@ def _list_one(
     return rows, total
 
 
+LIMIT_HELP = "Show at most N {what} (0: all). Default: 20 on a terminal, all in --json/--format."
+DEFAULT_LIMIT = 20  # rows a person sees by default; machine formats get every row
+
+
+def limit_option(what: str) -> Any:
+    """Return the -n/--limit option of a listing of `what`."""
+    return typer.Option("-n", "--limit", min=0, metavar="N", help=LIMIT_HELP.format(what=what))
+
+
+def _limit_for(limit: int | None, settings: output.Settings) -> int:
+    """Return the row limit: as given (0 = all), else 20 for people and all for programs."""
+    if limit is None:
+        return UNLIMITED if settings.machine else DEFAULT_LIMIT
+    return limit or UNLIMITED
+
+
 @command(
     app,
     "list",
     examples=[
         "hermes sessions list",
-        "hermes sessions list --since 7d --source telegram --source discord",
-        "hermes sessions list --sort active --limit 50 --no-pager",
+        "hermes sessions list --since yesterday --source telegram --source discord",
+        "hermes sessions list --sort active -n 50 --no-pager",
+        "hermes sessions list --reverse --since '2 weeks ago'",
         "hermes sessions list --all-profiles --format tsv | cut -f1,2,6",
+        "hermes sessions list --json=id,title,source | jq -r '.sessions[].id'",
         "hermes sessions list --format jsonl | jq -r .id",
     ],
 )
 def list_sessions(
     source: Sources = None,
     exclude_source: ExcludeSources = None,
-    since: Annotated[str | None, since_option("sessions started")] = None,
-    until: Annotated[str | None, until_option("sessions started")] = None,
-    limit: Annotated[
-        int,
-        typer.Option("--limit", min=0, metavar="N", help="Show at most N sessions (0: all)."),
-    ] = 20,
+    since: Annotated[str | None, since_option("sessions active")] = None,
+    until: Annotated[str | None, until_option("sessions last active")] = None,
+    limit: Annotated[int | None, limit_option("sessions")] = None,
     offset: Annotated[
         int, typer.Option("--offset", min=0, metavar="N", help="Skip the first N sessions.")
     ] = 0,
@@ -138,46 +163,89 @@ def list_sessions(
     sort: Annotated[
         ListSort, typer.Option("--sort", help="Newest start first, or most recently active first.")
     ] = ListSort.started,
+    reverse: Annotated[
+        bool, typer.Option("--reverse", help="Oldest first (reverses --sort).")
+    ] = False,
     all_profiles: Annotated[
         bool,
         typer.Option(
             "--all-profiles", help="List the root and every named profile (adds Profile)."
         ),
     ] = False,
+    vaulted: Annotated[
+        bool,
+        typer.Option(
+            "--vault",
+            help='Include vaulted sessions, marked [vault 2025] ("vault": "2025" in machine '
+            "formats, null for live ones).",
+        ),
+    ] = False,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    fields: FieldsOption = None,
     color: ColorOption = output.ColorMode.auto,
     no_pager: NoPagerFlag = False,
 ) -> None:
     """List sessions (read-only): id, title or preview, source, model, size, last active.
 
+    --since and --until filter on when a session was last active (its newest message), as in
+    every command. Archived sessions are left out unless --archived. A person sees 20 rows by
+    default; --json and --format jsonl/csv/tsv print every row unless -n/--limit is given, and
+    a limited answer says so (a note on stderr; "total" and "complete" in --json).
+
     On a narrow terminal the title and model are cut first, then whole columns are left out in
     this order: Model, Source, Tokens, Msgs, Profile, Last active. The ID is never cut.
+
+    Vaulted sessions: search, show and export include them; list and browse only with --vault;
+    search --live leaves them out.
     """
     from hermes_cli import pager, stores
     from hermes_state.errors import StoreNotFoundError
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
-    limit = limit or UNLIMITED
+    picked = fields_of(fields)
+    session_keys = (*records.SESSION_KEYS, "vault") if vaulted else records.SESSION_KEYS
+    if picked is not None:
+        _check_fields(picked, session_keys)
+    limit = _limit_for(limit, settings)
     filters = {
         "sources": source or None,
         "exclude_sources": exclude_source or None,
         "include_archived": archived,
         "order": sort.value,
-        "started_after": cutoff(since),
-        "started_before": cutoff(until),
+        "reverse": reverse,
+        "active_since": cutoff(since),
+        "active_before": cutoff(until),
     }
+    counted = {k: v for k, v in filters.items() if k not in ("order", "reverse")}
     errors: list[dict[str, Any]] = []
-    missing = False
-    if all_profiles:
+    if vaulted and all_profiles:
+        raise typer.BadParameter(
+            "--vault lists one profile's vault; leave out --all-profiles", param_hint="--vault"
+        )
+    if vaulted:
+        from hermes_state import vault_search
+
+        wanted: dict[str, Any] = dict(filters)
+        try:
+            with stores.read_store() as store:
+                spanned = vault_search.list_spanning(
+                    store, store.path.parent, limit=limit, offset=offset, **wanted
+                )
+        except StoreNotFoundError:
+            spanned = vault_search.SpanningList([], 0)
+        rows, total = spanned.rows, spanned.total
+        for r in rows:
+            r["profile"] = stores.profile_name()
+    elif all_profiles:
         pages, errors = stores.across_profiles(
             lambda name, store: _list_one(
-                name, store, filters=filters, limit=limit + offset, offset=0
+                name, store, filters=filters, counted=counted, limit=limit + offset, offset=0
             )
         )
         key = "last_active" if sort is ListSort.active else "started_at"
         merged = [r for rows, _ in pages for r in rows]
-        merged.sort(key=lambda r: (r.get(key) or 0, r["id"]), reverse=True)
+        merged.sort(key=lambda r: (r.get(key) or 0, r["id"]), reverse=not reverse)
         rows = merged[offset : offset + limit]
         total = sum(t for _, t in pages)
     else:
@@ -185,32 +253,105 @@ def list_sessions(
             with stores.read_store() as store:
                 _check_sources(store, source)
                 rows, total = _list_one(
-                    stores.profile_name(), store, filters=filters, limit=limit, offset=offset
+                    stores.profile_name(),
+                    store,
+                    filters=filters,
+                    counted=counted,
+                    limit=limit,
+                    offset=offset,
                 )
         except StoreNotFoundError:
-            rows, total, missing = [], 0, True
-    shaped = [records.session(r) for r in rows]
-    document = {"sessions": shaped, "total": total, "errors": errors}
-    if output.emit(settings, document, shaped, records.SESSION_KEYS):
+            rows, total = [], 0
+    shaped, keys = records.pick(
+        (
+            {**records.session(r), "vault": r.get("vault")} if vaulted else records.session(r)
+            for r in rows
+        ),
+        session_keys,
+        picked,
+    )
+    complete = offset + len(rows) >= total
+    document = {
+        "sessions": shaped,
+        "total": total,
+        "offset": offset,
+        "complete": complete,
+        "errors": errors,
+    }
+    if settings.machine:
+        output.emit(settings, document, shaped, keys)
+        if not complete:
+            session_views.more_rows_hint(len(rows), offset, total, limit)
         return
     stores.report_profile_errors(errors)
     if not rows:
-        render.echo("No sessions yet." if missing else "No sessions found.")
+        render.echo("No sessions found." if total or _filtered(filters) else "No sessions yet.")
         return
+    if vaulted:
+        # The mark leads the title / preview: the ID stays whole, ready to copy.
+        rows = [
+            {**r, "title": f"[vault {r['vault']}] {session_views.session_label(r)}"}
+            if r.get("vault")
+            else r
+            for r in rows
+        ]
     with pager.paging(settings):
         session_views.session_list(rows, with_profile=all_profiles)
     session_views.more_rows_hint(len(rows), offset, total, limit)
 
 
+def _filtered(filters: dict[str, Any]) -> bool:
+    """Tell whether a listing asked for a subset (so an empty answer is not an empty store)."""
+    return any(
+        filters.get(k) for k in ("sources", "exclude_sources", "active_since", "active_before")
+    )
+
+
+def _check_fields(fields: list[str], keys: tuple[str, ...]) -> None:
+    """Refuse, as a usage error, a --fields name the records of this command do not have."""
+    try:
+        records.pick((), keys, fields)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--fields") from None
+
+
 # --- search ---------------------------------------------------------------------------------
+
+SEARCH_SYNTAX = """Query syntax:
+
+\b
+  docker build      messages with both words (AND between them is the same)
+  "docker build"    the words next to each other, in this order
+  build*            words that start with build
+  docker OR podman  either; a b OR c means (a and b) or c
+  docker -compose   without the word compose; also NOT compose, -"a phrase",
+                    -build*
+  会議              CJK text, found inside longer runs of CJK too
+
+\b
+  AND, OR, NOT are operators in capitals only; and, or, not are words. A word
+  the index does not hold as a word (ocker in docker) is found as a substring.
+  An exclusion leaves out every message with that word (whole words, case and
+  accents folded; CJK text wherever it appears), wherever it stands in the
+  query: 'a OR b -c' is a or b, without c. A query needs a word to search
+  for: one of exclusions only ('NOT docker', -docker) is refused, as no index
+  can list what lacks a word cheaply. Quote a query with -word for the shell,
+  or put -- before it: hermes sessions search -- docker -compose.
+  Refused with a message, never dropped: parentheses, NEAR(...), column
+  filters (role:, source:, content:), ^word, * other than at a word's end, an
+  operator with nothing on one side, an unclosed quote. Put text in "quotes"
+  to search for it as it is: "role:user".
+"""
 
 
 @command(
     app,
     "search",
+    keys=SEARCH_SYNTAX,
     examples=[
         'hermes sessions search "chat-send"',
         'hermes sessions search "docker build" --role assistant --since 30d',
+        "hermes sessions search 'docker -compose' --archived",
         "hermes sessions search 会議 --sort newest --limit 5",
         "hermes sessions search timeout --format csv > hits.csv",
     ],
@@ -220,7 +361,8 @@ def search(
         list[str],
         typer.Argument(
             metavar="QUERY...",
-            help='Words (all must match), "a phrase", prefix*, OR, NOT, or CJK text.',
+            help='Words (all must match), "a phrase", prefix*, OR, NOT word or -word (leave '
+            "out), or CJK text; see Query syntax below.",
             show_default=False,
         ),
     ],
@@ -230,8 +372,16 @@ def search(
     since: Annotated[str | None, since_option("messages sent")] = None,
     until: Annotated[str | None, until_option("messages sent")] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=0, metavar="N", help="Show at most N hits (0: all).")
-    ] = 20,
+        int,
+        typer.Option(
+            "-n",
+            "--limit",
+            min=0,
+            metavar="N",
+            help="Show at most N hits (0: all); in every format, a note on stderr says when "
+            "more matched.",
+        ),
+    ] = DEFAULT_LIMIT,
     sort: Annotated[
         SearchSort | None,
         typer.Option(
@@ -252,29 +402,68 @@ def search(
             "the output says when it did.",
         ),
     ] = False,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Include archived sessions.")
+    ] = False,
+    live_only: Annotated[
+        bool,
+        typer.Option("--live", help="Search the live store only (leave out the vault's sessions)."),
+    ] = False,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
+    fields: FieldsOption = None,
     color: ColorOption = output.ColorMode.auto,
     no_pager: NoPagerFlag = False,
 ) -> None:
     """Search message text (read-only); matches are highlighted.
 
-    Each hit is a block: `id · title · role · when`, then the snippet wrapped to the terminal.
+    Each hit is a block: `id · title · role · when`, then the snippet wrapped to the terminal;
+    the last line says how many: "N matches in M sessions", or "at least N ..." when the search
+    stopped counting (at 2,000 matches, or at its work budget; --all counts every one).
+    --json carries the same as "matches", "sessions" and "complete" (false: lower bounds).
     Notes on stderr say when the hits are not the whole answer: a search stopped at its work
-    budget, or ranked among the newest matches only.
+    budget, or ranked among the newest matches only. Archived sessions are left out unless
+    --archived, as in `sessions list`.
+
+    Vaulted sessions: search, show and export include them; list and browse only with --vault;
+    search --live leaves them out. A vaulted hit is marked `[vault 2025]` ("vault": "2025" in
+    machine formats, null for live hits). The answer is the one a single store holding every
+    session would give: hits merge by message id, and best-match ranks are recomputed with
+    the statistics of all the stores together (the same BM25 scores, to rounding). Counts are
+    sums over the stores, and each store has its own work budget.
     """
     from hermes_cli import pager, stores
-    from hermes_state import search as lib
+    from hermes_state import search as lib, sessions as known, vault_search
     from hermes_state.errors import StoreNotFoundError
 
     query = " ".join(words)
+    problem = lib.query_problem(query)
+    if problem is not None:
+        raise typer.BadParameter(f"{problem.message}; {problem.hint}", param_hint="QUERY")
     settings = _setup(fmt, as_json, color, pager=not no_pager)
+    picked = fields_of(fields)
+    if picked is not None:
+        _check_fields(picked, records.HIT_KEYS)
+    for warning in lib.query_warnings(query):
+        render.echo(f"Note: {warning.message}; {warning.hint}.", err=True)
+    hidden = 0
+    marks: dict[str, str | None] = {}
     try:
         with stores.read_store() as store:
-            _check_sources(store, source)
-            hits = lib.search_messages(
+            home = store.path.parent
+            try:
+                _check_sources(store, source)
+            except typer.BadParameter:
+                # A source only vaulted sessions have is a fine filter for the whole search.
+                if live_only or not set(source or ()) <= (
+                    set(known.distinct_sources(store)) | vault_search.vault_sources(store, home)
+                ):
+                    raise
+            hits = vault_search.search_spanning(
                 store,
+                home,
                 query,
+                vaulted=not live_only,
                 source_filter=source or None,
                 exclude_sources=exclude_source or None,
                 role_filter=role or None,
@@ -282,13 +471,22 @@ def search(
                 sort=(sort or SearchSort.rank).value,
                 after=cutoff(since),
                 before=cutoff(until),
+                archived=None if archived else False,
                 complete=complete,
                 strict_sort=sort is not None,
             )
-            titles = _titles(store, {h["session_id"] for h in hits})
+            titles = vault_search.hit_titles(store, home, hits)
+            for h in hits:
+                title = titles.get(h["session_id"])
+                vaulted = f"[vault {h['vault']}]" if h.get("vault") else None
+                marks[h["session_id"]] = f"{vaulted} {title or ''}".rstrip() if vaulted else title
+            if not hits and not archived:
+                hidden = _archived_matches(store, query, source, exclude_source, role, since, until)
     except StoreNotFoundError:
         hits, titles = lib.SearchResult(route="none"), {}
-    shaped = [records.hit(h, titles.get(h["session_id"])) for h in hits]
+    shaped, keys = records.pick(
+        (records.hit(h, titles.get(h["session_id"])) for h in hits), records.HIT_KEYS, picked
+    )
     document = {
         "query": query,
         "ordering": hits.ordering,
@@ -298,16 +496,65 @@ def search(
         "examined": hits.examined,
         "candidates": hits.candidates,
         "searched_back_to": hits.searched_back_to,
+        "matches": hits.matches,
+        "sessions": hits.sessions,
+        "complete": hits.complete,
         "hits": shaped,
     }
     session_views.search_notes(hits, sort=(sort or SearchSort.rank).value)
-    if output.emit(settings, document, shaped, records.HIT_KEYS):
+    if hidden:
+        render.echo("Note: archived sessions have matches; --archived includes them.", err=True)
+    if output.emit(settings, document, shaped, keys):
+        # A record stream cannot say it is cut short; a --json document says it itself.
+        if len(hits) < hits.matches and settings.format is not output.Format.json:
+            render.echo(f"Note: {_count_line(hits)}", err=True)
         return
     if not hits:
         render.echo(f"No messages match {query!r}.")
         return
     with pager.paging(settings):
-        session_views.search_hits(hits, titles)
+        # The vault mark leads the title, so the header line says where the hit lives.
+        session_views.search_hits(hits, marks)
+        render.echo("\n" + _count_line(hits))
+
+
+def _count_line(hits: Any) -> str:
+    """Return the closing line of a search: how many matches in how many sessions."""
+    n, m = hits.matches, hits.sessions
+    text = f"{n:,} match{'' if n == 1 else 'es'} in {m:,} session{'' if m == 1 else 's'}"
+    if not hits.complete:
+        text = f"At least {text} (--all counts every one)"
+    if len(hits) < n:
+        text += f"; showing {len(hits):,} (--limit 0 shows all)"
+    return text[0].upper() + text[1:] + "."
+
+
+def _archived_matches(
+    store: Any,
+    query: str,
+    sources: list[str] | None,
+    excluded: list[str] | None,
+    roles: list[str] | None,
+    since: str | None,
+    until: str | None,
+) -> int:
+    """Count (up to 1) the matches in archived sessions a search left out, to say so."""
+    from hermes_state import search as lib
+
+    found = lib.search_messages(
+        store,
+        query,
+        source_filter=sources or None,
+        exclude_sources=excluded or None,
+        role_filter=roles or None,
+        limit=1,
+        sort="newest",
+        after=cutoff(since),
+        before=cutoff(until),
+        archived=True,
+        context=False,
+    )
+    return len(found)
 
 
 def _check_sources(store: Any, sources: list[str] | None) -> None:
@@ -351,12 +598,15 @@ BROWSE_KEYS = """Keys:
 \b
   typing          search as you type (empty: the session list)
   Up/Down, PgUp/PgDn, ^P/^N   move
-  Enter           choose: leave and print the session id
+  Enter           choose: leave and print the session id (with --print resume,
+                  the line that resumes it in Hermes Agent)
   Esc             clear the query; with an empty query, leave
   Tab             one row per hit / one row per session
-  ^S ^R ^T        cycle the source, role and time filters
-  ^G              not archived / all / archived only / pinned only
-  F3 or ^O        open the whole transcript
+  ^S ^R ^T        cycle the source, role and time (active since) filters
+  ^G              not archived / all, archived too / archived only / pinned only
+  F1              list every key on the screen
+  F3 or ^O        open the whole transcript (there: Up/Down, PgUp/PgDn or
+                  b/Space, Home/End, h back to the hit, Esc or q back, Enter choose)
   F6              expand tool calls and reasoning
   F2 rename  F4 export  F7 pin/unpin  F8 delete  F9 archive/unarchive
   F5 or ^L        refresh (new messages of a running gateway)
@@ -370,8 +620,9 @@ BROWSE_KEYS = """Keys:
     keys=BROWSE_KEYS,
     examples=[
         "hermes sessions browse",
-        "hermes sessions browse docker --source cli",
-        'hermes --resume "$(hermes sessions browse --print-id)"',
+        "hermes sessions browse docker --source cli --archived",
+        'hermes sessions show "$(hermes sessions browse --print-id)"',
+        "hermes sessions browse --print resume",
     ],
 )
 def browse(
@@ -395,16 +646,25 @@ def browse(
         str | None,
         typer.Option(
             "--since",
-            metavar="AGE",
+            metavar="WHEN",
             callback=validate_age,
-            help=f"Only messages (and sessions active) within AGE. {AGE_HELP}",
+            help=(
+                "Only sessions active since WHEN (searching: messages written since WHEN). "
+                + WHEN_HELP
+            ),
         ),
     ] = None,
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Include archived sessions.")
+    ] = False,
     print_what: Annotated[
         PrintWhat,
         typer.Option(
             "--print",
-            help="On Enter, print the session id, or the `hermes --resume ID` line.",
+            help=(
+                "On Enter, print the session id, or the line that resumes it in Hermes Agent "
+                "(the agent's own `hermes --resume ID`)."
+            ),
         ),
     ] = PrintWhat.id,
     print_id: Annotated[
@@ -414,12 +674,23 @@ def browse(
     """Browse and search sessions full-screen; Enter prints the chosen session id.
 
     Read-only unless you act on a session (each action is confirmed first). Quitting without
-    choosing prints nothing and exits 1.
+    choosing prints nothing and exits 1. Archived sessions are left out unless --archived
+    (^G changes that on the screen). --print resume prints Hermes Agent's own command line
+    for the session (`hermes --resume ID`, an option of the agent's `hermes`, not of this
+    tool). Vaulted sessions (`hermes vault`) are not browsed: `sessions search`, `show` and
+    `export` read them.
     """
     from hermes_cli import browse as tui
 
     what = PrintWhat.id if print_id else print_what
-    chosen = tui.run(query=query, sources=source or (), roles=role or (), since=since)
+    chosen = tui.run(
+        query=query,
+        sources=source or (),
+        roles=role or (),
+        since=since,
+        archived=archived,
+        prints=what.value,
+    )
     if chosen is None:
         raise typer.Exit(1)
     render.echo(tui.chosen_line(chosen, what.value))
@@ -450,6 +721,7 @@ def _visible(
         "hermes sessions show 20261118 --role user --role assistant --reasoning",
         "hermes sessions show 20261118 --color always | less -R",
         "hermes sessions show 20261118 --format jsonl | jq -r .content",
+        "hermes sessions show 20261118 --redact",
     ],
 )
 def show(
@@ -465,19 +737,43 @@ def show(
     reasoning: Annotated[
         bool, typer.Option("--reasoning", help="Also print the model's reasoning text.")
     ] = False,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact",
+            help="Replace API keys, tokens, private keys and passwords in the title, message "
+            "text, tool calls and reasoning with [REDACTED:kind].",
+        ),
+    ] = False,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     color: ColorOption = output.ColorMode.auto,
     no_pager: NoPagerFlag = False,
 ) -> None:
-    """Print the transcript of one session (read-only); long ones go through the pager."""
-    from hermes_cli import pager, stores
-    from hermes_state import messages, sessions as lib
+    """Print the transcript of one session (read-only); long ones go through the pager.
+
+    A session the live store does not have is shown from the vault, marked with its year
+    (`[vault 2025]`; "vault": "2025" in machine formats, null for live sessions).
+    """
+    from hermes_cli import pager, stores, vault
+    from hermes_state import messages, redact as redaction, sessions as lib
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
-    with stores.read_store() as store:
-        sid = lib.find_session(store, session)
+    # A session the live store lacks is looked up in the vault (marked with its year).
+    with stores.read_store() as live, vault.session_store(live, session) as (store, sid, year):
         row = lib.require_session(store, sid)
+        if redact:
+            row = redaction.redact_session(row)
+        later = lib.continued_as(store, sid)
+        if later is not None and not settings.machine:
+            titled = lib.require_session(store, later).get("title")
+            titled = redaction.redact(titled) if redact and titled else titled
+            render.echo(
+                f"Note: compression continued this session as {later}"
+                + (f" ({titled!r})" if titled else "")
+                + f"; see it with: hermes sessions show {later}",
+                err=True,
+            )
         counts = lib.message_counts(store, [sid])[sid]
         row["message_count"], row["stored_message_count"] = counts.live, counts.stored
         rows: Iterable[dict[str, Any]] = _visible(
@@ -485,6 +781,8 @@ def show(
             include_all=include_all,
             roles=role,
         )
+        if redact:
+            rows = map(redaction.redact_message, rows)
         skipped = 0
         if tail is not None:
             # Bounded memory: only the last N rows are ever held.
@@ -499,14 +797,16 @@ def show(
             rows = list(collections.deque(counted(rows), maxlen=tail))
             skipped = seen - len(rows)
         if settings.machine:
-            head = records.session(row, stores.profile_name())
-            shaped = records.messages(rows, sid)
+            head = {**records.session(row, stores.profile_name()), "vault": year}
+            shaped = ({**m, "vault": year} for m in records.messages(rows, sid))
             if settings.format is output.Format.json:
                 output.emit_json_stream(head, "messages", shaped)
             else:
-                output.emit(settings, None, shaped, records.MESSAGE_KEYS)
+                output.emit(settings, None, shaped, (*records.MESSAGE_KEYS, "vault"))
             return
         with pager.paging(settings):
+            if year is not None:
+                render.echo(f"[vault {year}] this session is in vault/{year}.db (read-only)")
             session_views.session_header(row, counts, include_all=include_all)
             render.echo()
             shown = session_views.transcript(rows, reasoning=reasoning, skipped=skipped)
@@ -526,6 +826,7 @@ def show(
         "hermes sessions export --since 2026-01-01 --source telegram --format md -o tg.md",
         "hermes sessions export --session-id 20261118 --format json | jq '.[0].title'",
         "hermes sessions export --after-id 58213 -o new.jsonl",
+        "hermes sessions export --session-id 20261118 --redact -o for-support.jsonl",
     ],
 )
 def export(
@@ -554,8 +855,8 @@ def export(
             "--newer-than",
             metavar="WHEN",
             callback=validate_age,
-            help="Only sessions started at or after WHEN (a duration back from now, or an ISO "
-            "date). --newer-than is the older name.",
+            help="Only sessions last active at or after WHEN. --newer-than is the older name. "
+            f"{WHEN_HELP}",
         ),
     ] = None,
     until: Annotated[
@@ -565,8 +866,8 @@ def export(
             "--older-than",
             metavar="WHEN",
             callback=validate_age,
-            help="Only sessions started before WHEN (a duration back from now, or an ISO date). "
-            "--older-than is the older name.",
+            help="Only sessions last active before WHEN. --older-than is the older name. "
+            f"{WHEN_HELP}",
         ),
     ] = None,
     after_id: Annotated[
@@ -580,6 +881,16 @@ def export(
             "of the next run.",
         ),
     ] = None,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact",
+            help="Replace API keys, tokens, private keys and passwords in titles, system "
+            "prompts, message text, tool calls and reasoning with [REDACTED:kind]. The file "
+            "still imports: prompt hashes are recomputed for the redacted text, and a title "
+            "that redaction makes the same as an earlier one gets #2.",
+        ),
+    ] = False,
 ) -> None:
     """Export sessions with every message, exactly (read-only, streamed: memory stays flat).
 
@@ -587,7 +898,7 @@ def export(
     prompts; `sessions import` puts them into any profile, of any Hermes Agent release.
     """
     from hermes_cli import stores
-    from hermes_state import portability, sessions as lib
+    from hermes_state import portability, redact as redaction, sessions as lib, vault
     from hermes_state.errors import StoreNotFoundError
 
     before = cutoff(until)
@@ -603,16 +914,20 @@ def export(
     try:
         with stores.read_store() as store:
             _check_sources(store, source)
-            ids = [lib.find_session(store, ref) for ref in session_ids] if session_ids else None
-            records_iter = portability.export_all(
-                store,
-                sources=source or None,
-                exclude_sources=exclude_source or None,
-                session_ids=ids,
-                started_after=after,
-                started_before=before,
-                after_id=after_id,
-            )
+            named = session_ids or []
+            ids, vaulted = _split_refs(store, named) if named else (None, None)
+            span: dict[str, Any] = {
+                "sources": source or None,
+                "exclude_sources": exclude_source or None,
+                "active_after": after,
+                "active_before": before,
+                "after_id": after_id,
+            }
+            records_iter = portability.export_all(store, session_ids=ids, **span)
+            # Vaulted sessions are exported too, each record marked with its vault year.
+            records_iter = vault.export_spanning(store, records_iter, session_ids=vaulted, **span)
+            if redact:
+                records_iter = redaction.redact_records(records_iter)
             if target is None:
                 counts = writer(records_iter, stdout)
             else:
@@ -626,8 +941,8 @@ def export(
                         sources=source or None,
                         exclude_sources=exclude_source or None,
                         include_archived=True,
-                        started_after=after,
-                        started_before=before,
+                        active_since=after,
+                        active_before=before,
                     )
                 )
                 with render.progress("Exporting sessions", total=total) as bar:
@@ -654,6 +969,25 @@ def export(
     if after_id is not None:
         top = counts.highest_id if counts.highest_id is not None else after_id
         render.echo(f"Highest message id: {top} (next run: --after-id {top})", err=True)
+
+
+def _split_refs(store: Any, refs: list[str]) -> tuple[list[str], list[str]]:
+    """Resolve session refs to (live ids, vaulted ids); one found in neither raises."""
+    from hermes_cli import waiting
+    from hermes_state import sessions as lib, vault
+    from hermes_state.errors import SessionNotFoundError
+
+    live: list[str] = []
+    vaulted: list[str] = []
+    for ref in refs:
+        try:
+            live.append(lib.find_session_exact(store, ref))
+        except SessionNotFoundError:
+            found = vault.locate(store.path.parent, ref, store, waiting.current())
+            if found is None:
+                raise
+            vaulted.append(found[2])
+    return live, vaulted
 
 
 def _count_records(path: Path) -> int | None:
@@ -692,6 +1026,12 @@ def import_(
         Conflict,
         typer.Option("--on-conflict", help="For ids already in the store: keep or replace them."),
     ] = Conflict.skip,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print what was imported as one JSON object (counts, errors, warnings)."
+        ),
+    ] = False,
 ) -> None:
     """Import an export made by `sessions export` (each session all or nothing)."""
     from hermes_cli import stores
@@ -714,6 +1054,11 @@ def import_(
         result = portability.import_sessions(
             store, data, on_conflict=on_conflict.value, progress=bar.advance
         )
+    if as_json:
+        render.emit_json(dataclasses.asdict(result) | {"ok": result.ok})
+        if result.errors:
+            raise typer.Exit(1)
+        return
     appended = f"; appended to {result.appended}" if result.appended else ""
     render.echo(
         f"Imported {result.imported} session{'s' if result.imported != 1 else ''} "
@@ -874,7 +1219,7 @@ def prune(
             f"{AGE_HELP}",
         ),
     ] = "90d",
-    since: Annotated[str | None, since_option("sessions started")] = None,
+    since: Annotated[str | None, since_option("sessions last active")] = None,
     source: Sources = None,
     exclude_source: ExcludeSources = None,
     dry_run: Annotated[
@@ -891,6 +1236,14 @@ def prune(
     ] = False,
     yes: YesFlag = False,
     force: ForceFlag = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the plan (with --dry-run) or what was deleted and reclaimed as one JSON "
+            "object.",
+        ),
+    ] = False,
 ) -> None:
     """Delete old ended sessions (never pinned ones), then tidy up.
 
@@ -902,7 +1255,7 @@ def prune(
     from hermes_state import maintenance
 
     days = cutoff_to_days(cutoff(older_than) or time.time())
-    sources, excluded, started_after = source or None, exclude_source or None, cutoff(since)
+    sources, excluded, active_after = source or None, exclude_source or None, cutoff(since)
     opener = stores.read_store if dry_run else stores.write_store  # a preview never writes
     with opener() as store:
         _check_sources(store, sources)
@@ -913,9 +1266,13 @@ def prune(
                 dry_run=True,
                 sources=sources,
                 exclude_sources=excluded,
-                started_after=started_after,
+                active_after=active_after,
             )
-        store_views.prune_preview(preview)
+        if as_json and (dry_run or not preview.sessions):
+            render.emit_json(preview.to_dict())
+            return
+        if not as_json:
+            store_views.prune_preview(preview)
         if dry_run:
             render.echo("Dry run: nothing deleted.")
             return
@@ -932,7 +1289,7 @@ def prune(
                 progress=lambda done, total: bar.set(completed=done, total=total),
                 sources=sources,
                 exclude_sources=excluded,
-                started_after=started_after,
+                active_after=active_after,
             )
             optimized = None
             if result.sessions:
@@ -941,6 +1298,9 @@ def prune(
                 optimized = maintenance.reclaim_after_delete(
                     store, result.messages, compact=compact, force=force
                 )
+    if as_json:
+        store_views.deletion_json(result, optimized)
+        return
     store_views.prune_result(result, optimized)
 
 
@@ -1076,6 +1436,8 @@ def recover(
         render.emit_json(result.to_dict())
     else:
         render.echo(result.summary())  # first line: whether anything was lost, and how much
+        for line in result.details():  # per table: lost of expected, and what expected is from
+            render.echo(f"  {line}")
         store_views.recovery_report(result)
     if not result.accepted:
         raise typer.Exit(1)

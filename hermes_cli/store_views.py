@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -121,17 +122,23 @@ def prune_preview(result: Any, *, limit: int = 15) -> None:
         what += " except from " + ", ".join(result.exclude_sources)
     if getattr(result, "started_after", None) is not None:
         what += f", started since {local_time(result.started_after)}"
+    if getattr(result, "active_after", None) is not None:
+        what += f", active since {local_time(result.active_after)}"
     if not result.sessions:
         echo(f"No {what}.")
+        return
+    echo(
+        f"{result.sessions} {what}: {result.messages} stored messages (every "
+        f"generation), about {human_bytes(result.bytes_reclaimable)} of data."
+    )
+    details = list(getattr(result, "details", ()))[:limit]
+    if details:
+        _prune_details(details)
     else:
-        echo(
-            f"{result.sessions} {what}: {result.messages} stored messages (every "
-            f"generation), about {human_bytes(result.bytes_reclaimable)} of data."
-        )
         for sid in result.session_ids[:limit]:
             echo(f"  {sid}")
-        if result.sessions > limit:
-            echo(f"  … and {result.sessions - limit} more")
+    if result.sessions > limit:
+        echo(f"  … and {result.sessions - limit} more (--json lists them all)")
     for busy in result.busy:
         echo(f"Kept {busy['session_id']}: {busy['message']}", err=True)
     if result.kept_for_lineage:
@@ -139,6 +146,38 @@ def prune_preview(result: Any, *, limit: int = 15) -> None:
             f"Kept {len(result.kept_for_lineage)} compression ancestor(s) of sessions that stay.",
             err=True,
         )
+
+
+def _prune_details(details: list[Mapping[str, Any]]) -> None:
+    """Print the sessions a prune would delete: id, title, last active, messages, size."""
+    from hermes_cli.render import when
+
+    settings = output.current()
+    columns = [
+        Column("ID", style="id"),
+        Column("Title", shrink_to=12, prefer=40),
+        Column("Last active", "right", drop=1),
+        Column("Msgs", "right", drop=2),
+        Column("Size", "right", drop=3),
+    ]
+    rows = [
+        [
+            d["id"],
+            d.get("title") or MISSING,
+            when(d.get("last_active"), settings),
+            count(d.get("messages"), settings),
+            human_bytes(d.get("bytes")),
+        ]
+        for d in details
+    ]
+    table(columns, rows, settings=settings)
+
+
+def deletion_json(result: Any, optimized: Any = None) -> None:
+    """Print what a prune or a vault move did, and the space reclaimed after, as one JSON."""
+    done = result.to_dict()
+    done["reclaimed"] = optimized.to_dict() if optimized is not None else None
+    output.emit_json(done)
 
 
 def prune_result(result: Any, optimized: Any = None) -> None:
@@ -152,6 +191,8 @@ def prune_result(result: Any, optimized: Any = None) -> None:
 
 def optimize_result(result: Any) -> None:
     """Print the database and WAL file sizes before and after a space reclaim."""
+    if getattr(result, "reindexed", False):
+        echo("Rebuilt every index and search index from the tables.")
     change = result.reclaimed
     how = f"reclaimed {human_bytes(change)}" if change >= 0 else f"grew by {human_bytes(-change)}"
     line = (
@@ -241,27 +282,81 @@ def lock_report(report: Any) -> None:
 
 
 def check_report(result: Mapping[str, Any]) -> None:
-    """Print the findings of `db check`, one line per check."""
+    """Print `db check`: a line per check, then what is damaged, where, and what to do."""
     for check in result["checks"]:
         mark = "warn" if check["ok"] and check.get("warning") else "ok" if check["ok"] else "FAIL"
         echo(f"{mark:<4}  {check['name']}: {check['detail']}")
+    problems = result.get("problems") or []
+    if problems:
+        echo("")
+        echo("Damaged:")
+        for p in problems:
+            fix = "rebuild in place" if p["repair"] == "reindex" else "recover"
+            echo(f"  {_damaged_place(p)}: {p['message']} [{fix}]")
+    indexes = result.get("search_indexes") or []
+    if problems and indexes:
+        echo("Search indexes:")
+        for s in indexes:
+            echo(f"  {s['name']} ({s['kind']}): {s['state']}")
+    advice = result.get("advice") or {}
+    if problems and advice:
+        echo("")
+        echo(f"What to do: {advice['summary']}")
+        for command in advice.get("commands") or []:
+            echo(f"  {command}")
     echo("Store is healthy." if result["ok"] else "Problems found; see above.")
+
+
+def _damaged_place(problem: Mapping[str, Any]) -> str:
+    """Say where one problem is: `table messages (page 89)`, or what, for the file itself."""
+    if problem["kind"] == "file" and not problem["object"] and problem["page"] is None:
+        return str(problem["message"])
+    where = str(problem["kind"]).replace("_", " ")
+    if problem["object"]:
+        where += f" {problem['object']}"
+    if problem["page"] is not None:
+        where += f" (page {problem['page']})"
+    return where
+
+
+def damage_line(result: Mapping[str, Any]) -> str:
+    """Say in one line what `db check` found damaged (for the error line)."""
+    places = list(dict.fromkeys(_damaged_place(p) for p in result["problems"]))
+    shown = ", ".join(places[:4]) + (f" and {len(places) - 4} more" if len(places) > 4 else "")
+    return f"{result['path']} is damaged: {shown}; nothing was changed"
+
+
+def _hermes() -> str:
+    """Return `hermes` with the -p flag that reaches this command's profile."""
+    from hermes_state.home import current_profile_name
+
+    name = current_profile_name()
+    return "hermes" if name == "default" else f"hermes -p {name}"
 
 
 def recovery_report(report: Any) -> None:
     """Print a recovery's per-table counts, exclusions, skipped ranges and verdict."""
+
+    def expected(t: Any) -> str:
+        if t.expected is None:
+            return "?"
+        return f"~{t.expected:,}" if t.expected_estimated else f"{t.expected:,}"
+
     table(
         [
             Column("Table"),
-            Column("Source rows", "right"),
-            Column("Copied", "right"),
+            Column("Expected", "right"),
+            Column("Recovered", "right"),
+            Column("Lost", "right"),
             Column("Status"),
         ],
         [
-            [name, "?" if t.source_rows is None else t.source_rows, t.copied, t.status]
+            [name, expected(t), f"{t.copied:,}", "?" if t.lost is None else f"{t.lost:,}", t.status]
             for name, t in report.tables.items()
         ],
     )
+    if any(t.expected_estimated for t in report.tables.values()):
+        echo("~ an estimate (the lines above the table say from what)")
     if report.excluded:
         echo(
             "Excluded (runtime ledger, not copied): "
@@ -293,8 +388,9 @@ def recovery_report(report: Any) -> None:
     echo(f"Wrote {report.target}; report: {report.report_path}")
     if report.accepted:
         echo(
-            "The live store was not replaced. To use the recovered copy, stop Hermes and move it "
-            "into place yourself."
+            "The live store was not replaced. To use the recovered copy, stop Hermes and "
+            f"install it (checked again, the current store kept aside): {_hermes()} restore "
+            f"{shlex.quote(str(report.target))}"
         )
     elif report.partial and report.verified:
         echo(
@@ -335,6 +431,62 @@ def backup_result(result: Any) -> None:
         )
 
 
+def backup_list(folder: Any, archives: Any) -> None:
+    """Print the archives of a backup folder, newest first: date, size, what they hold."""
+    settings = output.current()
+    if not archives:
+        echo(f"No backup archives in {display_hermes_home(folder)}.")
+        return
+    rows = []
+    for a in archives:
+        notes = []
+        if not a.readable:
+            notes.append("unreadable (no hermes manifest)")
+        elif a.complete is False:
+            notes.append("incomplete")
+        if a.vault_stores:
+            held = plural(a.vault_sessions or 0, "session")
+            notes.append(f"vault: {plural(a.vault_stores, 'store')}, {held}")
+        if a.all_profiles:
+            notes.append("all profiles")
+        elif a.profile:
+            notes.append(f"profile {a.profile}")
+        rows.append(
+            [
+                a.path.name,
+                local_time(_timestamp(a.created_at, a.modified)),
+                human_bytes(a.bytes),
+                count(a.sessions, settings) if a.sessions is not None else MISSING,
+                count(a.messages, settings) if a.messages is not None else MISSING,
+                ", ".join(notes) or MISSING,
+            ]
+        )
+    table(
+        [
+            Column("Archive", shrink_to=20),
+            Column("Created"),
+            Column("Size", "right"),
+            Column("Sessions", "right", drop=2),
+            Column("Messages", "right", drop=3),
+            Column("Notes", shrink_to=8, drop=1),
+        ],
+        rows,
+        title=f"Backups in {display_hermes_home(folder)}",
+    )
+
+
+def _timestamp(created_at: str | None, modified: float) -> float:
+    """Return when an archive was made: its manifest's time, else the file's mtime."""
+    from datetime import datetime
+
+    if created_at:
+        try:
+            return datetime.fromisoformat(created_at).timestamp()
+        except ValueError:
+            pass
+    return modified
+
+
 def _store_state(state: Any) -> str:
     """Say what a store holds: `12 sessions, 53 messages, 261.0 KB`."""
     if state is None:
@@ -348,36 +500,42 @@ def _store_state(state: Any) -> str:
     return ", ".join(parts)
 
 
-def restore_plan(plan: Any) -> None:
-    """Print what a restore will replace, store by store (now -> after), before it is confirmed."""
+def restore_plan(plan: Any, *, err: bool = False) -> None:
+    """Print what a restore will replace, store by store (on stderr when err: --json)."""
     made = []
     if plan.profile:
         made.append(f"profile {plan.profile}")
     if plan.created_at:
         made.append(f"made {plan.created_at}")
     origin = f" ({', '.join(made)})" if made else ""
-    echo(f"Archive: {display_hermes_home(plan.archive)}{origin}")
-    echo(f"Restore into {display_hermes_home(plan.home)}:")
+    label = "Store file" if getattr(plan, "source", "archive") == "database" else "Archive"
+    echo(f"{label}: {display_hermes_home(plan.archive)}{origin}", err=err)
+    echo(f"Restore into {display_hermes_home(plan.home)}:", err=err)
     for change in plan.databases:
         now = _store_state(change.before)
         if change.before_problem:
             now = f"unreadable ({change.before_problem})"
-        echo(f"  {change.name}: now {now} -> {_store_state(change.after)}")
+        echo(f"  {change.name}: now {now} -> {_store_state(change.after)}", err=err)
         for note in change.notes:
-            echo(f"    note: {note}")
+            echo(f"    note: {note}", err=err)
         if change.shrinks:
-            warn(f"{change.name}: the archive holds fewer sessions or messages than the store now")
+            warn(f"{change.name}: the new one holds fewer sessions or messages than the store now")
     for name in plan.files_replaced:
-        echo(f"  {name}: replaces the current file")
+        echo(f"  {name}: replaces the current file", err=err)
     for name in plan.files_new:
-        echo(f"  {name}: new file")
+        echo(f"  {name}: new file", err=err)
     for name in plan.kept:
-        echo(f"  {name}: kept as it is (runtime file of a running gateway)")
+        echo(f"  {name}: kept as it is (runtime file of a running gateway)", err=err)
+    for name in getattr(plan, "vault_left_out", ()):
+        echo(f"  {name}: left out (--no-vault); the vault stays as it is", err=err)
     for change in plan.databases:
         if change.before is not None or change.before_problem:
-            echo(f"The current {change.name} will be kept as {change.name}.pre-restore-<date>.")
+            echo(
+                f"The current {change.name} will be kept as {change.name}.pre-restore-<date>.",
+                err=err,
+            )
     for path in plan.cleaned:
-        echo(f"Removed {display_hermes_home(path)} (left by a restore that was killed)")
+        echo(f"Removed {display_hermes_home(path)} (left by a restore that was killed)", err=err)
     if plan.forced and plan.holders:
         warn(f"restoring while in use by: {plan.holders}")
 

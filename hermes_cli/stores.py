@@ -34,7 +34,10 @@ def read_store(path: Path | None = None) -> Iterator[Store]:
     from hermes_cli import render, waiting
     from hermes_state.connection import open_store
 
-    store = open_store(path or db_path(), read_only=True, waiting=waiting.current())
+    target = path or db_path()
+    if path is None:
+        require_home(target.parent)
+    store = open_store(target, read_only=True, waiting=waiting.current())
     try:
         if store.too_new and store.layout is not None:
             render.warn(
@@ -45,6 +48,23 @@ def read_store(path: Path | None = None) -> Iterator[Store]:
         raise _typed(store, exc) from exc
     finally:
         store.close()
+
+
+def require_home(home: Path) -> None:
+    """Refuse a Hermes home that does not exist: an empty answer there would be a false one."""
+    import os
+
+    from hermes_state.errors import HomeNotFoundError
+    from hermes_state.home import display_hermes_home
+
+    if home.is_dir():
+        return
+    shown = display_hermes_home(home)
+    if os.environ.get("HERMES_HOME", "").strip():
+        hint = "HERMES_HOME names it: check its spelling, or unset it for the default home."
+    else:
+        hint = "Hermes Agent creates it on its first run; nothing has been recorded here yet."
+    raise HomeNotFoundError(f"the Hermes home {shown} does not exist", hint=hint)
 
 
 def _typed(store: Store, exc: sqlite3.DatabaseError) -> BaseException:

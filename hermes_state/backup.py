@@ -31,8 +31,9 @@ from typing import Any
 
 from hermes_state import layout, schema, store_objects
 from hermes_state.connection import access_error, resolve_store_path
-from hermes_state.errors import HermesStateError
-from hermes_state.home import STORE_FILE, ensure_private_dir, profile_name_of
+from hermes_state.diagnosis import integrity_lines
+from hermes_state.errors import HermesStateError, OutputDirectoryError
+from hermes_state.home import STORE_FILE, make_output_dir, profile_name_of
 from hermes_state.snapshot import sqlite_snapshot
 from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
 from hermes_state.workdirs import make_work_dir, remove_stale_work_dirs
@@ -61,6 +62,11 @@ COMPRESS_LEVEL = 1  # --compress: zlib's fastest level (most of deflate's gain o
 RATIO_FLOOR_BYTES = 1 << 20  # smaller members are not worth a ratio check
 COPY_CHUNK = 256 << 10
 MANIFEST_FORMAT = 2
+# The vault (hermes_state.vault): <home>/vault/<YYYY>.db per profile, and the half-made store a
+# killed move leaves (.<YYYY>.db.new-<pid>, never a store anyone reads, never archived).
+VAULT_DIR = "vault"
+VAULT_MEMBER_RE = re.compile(r"^(?:profiles/[^/]+/)?vault/\d{4}\.db$")
+VAULT_TEMP_RE = re.compile(r"^\.\d{4}\.db\.new-\d+$")
 
 
 class BackupError(HermesStateError):
@@ -101,6 +107,7 @@ class BackupResult:
     databases: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # files that could not be read
     damaged: list[str] = field(default_factory=list)  # databases archived with damage
+    vault: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> sessions, messages
     removed: list[Path] = field(default_factory=list)  # older archives rotated away
     cleaned: list[Path] = field(default_factory=list)  # scratch left by killed runs
     warnings: list[str] = field(default_factory=list)
@@ -123,6 +130,7 @@ class BackupResult:
             "complete": self.complete,
             "members": [m.to_dict() for m in self.members],
             "databases": self.databases,
+            "vault": {k: dict(v) for k, v in self.vault.items()},
             "skipped": list(self.skipped),
             "damaged": list(self.damaged),
             "removed": [str(p) for p in self.removed],
@@ -184,6 +192,11 @@ def is_store_name(name: str) -> bool:
     return PurePosixPath(name).name == STORE_FILE
 
 
+def is_vault_name(name: str) -> bool:
+    """Tell whether an archive member or relative path is a vault store (vault/<YYYY>.db)."""
+    return VAULT_MEMBER_RE.match(name) is not None
+
+
 def is_sidecar_name(name: str) -> bool:
     """Tell whether a name is an SQLite journal, WAL or shared-memory file."""
     return name.endswith(SIDECAR_SUFFIXES)
@@ -202,6 +215,7 @@ def _skip_file(name: str) -> bool:
         or name in RUNTIME_FILES
         or name == MANIFEST
         or is_pre_restore_copy(name)
+        or VAULT_TEMP_RE.match(name) is not None
     )
 
 
@@ -223,17 +237,22 @@ def _store_paths(base: Path, all_profiles: bool) -> list[tuple[Path, str]]:
     return stores
 
 
-def _walk(base: Path, *, skip_profiles: bool, notes: list[str]) -> Iterator[tuple[Path, str]]:
+def _walk(
+    base: Path, *, skip_profiles: bool, notes: list[str], vault: bool = True
+) -> Iterator[tuple[Path, str]]:
     """Yield (file to read, archive name) of every file to back up, in a stable order.
 
     Symlinked databases are followed to their file (SQLite keeps their WAL there); other
-    symlinks, sockets and devices are left out and named in notes.
+    symlinks, sockets and devices are left out and named in notes. Without vault, every
+    profile's vault directory is left out.
     """
     for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
         here = Path(dirpath)
         keep = []
         for d in sorted(dirnames):
             if d in SKIP_DIRS or (skip_profiles and here == base and d == "profiles"):
+                continue
+            if not vault and d == VAULT_DIR and (here == base or here.parent == base / "profiles"):
                 continue
             if d.startswith(WORK_DIR_PREFIXES) or d == STORE_FILE:
                 continue  # scratch of another run; a state.db directory is refused earlier
@@ -352,8 +371,11 @@ def backup_destination(
     """Return where a new archive goes (nothing is created).
 
     No output: a new name in <home>/backups. An existing directory, or a path written with a
-    trailing '/': a new name in it (created when missing). Anything else is the archive's own
-    file name ('.zip' is added when it has no such suffix); an existing file is never replaced.
+    trailing '/': a new name in it. Anything else is the archive's own file name ('.zip' is
+    added when it has no such suffix); an existing file is never replaced. Of a directory, only
+    the last component may be missing (``make_output_dir`` creates it); an archive's own name
+    needs its directory to exist. Anything more missing is a wrong path or a drive that is not
+    mounted, refused here.
     """
     label = archive_label(home, all_profiles)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -380,7 +402,7 @@ def backup_destination(
                     f"Refusing to overwrite existing file {target}",
                     hint="Remove it, pick another name, or give a directory.",
                 )
-            _check_parent(target.parent)
+            _check_parent(target.parent, may_create=False)
             return target
     _check_parent(folder)
     candidate = folder / f"hermes-backup-{label}-{stamp}.zip"
@@ -419,8 +441,8 @@ def remove_old_partials(folder: Path) -> list[Path]:
     return removed
 
 
-def _check_parent(folder: Path) -> None:
-    """Refuse an output folder one of whose parents is a file."""
+def _check_parent(folder: Path, *, may_create: bool = True) -> None:
+    """Refuse an output folder under a file, or missing beyond its last component."""
     probe = folder
     while not probe.exists():
         if probe.is_symlink():
@@ -430,6 +452,12 @@ def _check_parent(folder: Path) -> None:
         raise BackupError(
             f"Cannot write under {folder}: {probe} is a file, not a directory",
             hint="Pick a path whose parents are directories.",
+        )
+    if probe != folder and (probe != folder.parent or not may_create):
+        # Only the last directory is made: the rest missing means a drive not mounted, or a typo.
+        missing = folder.parent if may_create else folder
+        raise OutputDirectoryError(
+            f"{missing} does not exist; no archive was written and nothing was created"
         )
 
 
@@ -482,6 +510,111 @@ def _rotate(current: Path, keep: int, base: Path, all_profiles: bool) -> list[Pa
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
     return removed
+
+
+@dataclass(frozen=True)
+class ArchiveInfo:
+    """One archive in a backup folder, as its manifest describes it (None where it cannot)."""
+
+    path: Path
+    bytes: int
+    modified: float  # the file's mtime (epoch seconds)
+    created_at: str | None  # the manifest's (ISO 8601, UTC)
+    profile: str | None
+    all_profiles: bool
+    complete: bool | None
+    sessions: int | None  # over every store in the archive
+    messages: int | None
+    hermes_version: str | None
+    readable: bool  # a zip with a hermes manifest
+    vault_stores: int = 0  # vault stores in the archive, and what they hold
+    vault_sessions: int | None = None
+    vault_messages: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {**asdict(self), "path": str(self.path)}
+
+
+def _store_counts(
+    manifest: dict[str, Any], *, vault: bool = False
+) -> tuple[int | None, int | None]:
+    """Sum the sessions and messages the manifest counted in every store (or every vault
+    store) of the archive."""
+    sessions = messages = None
+    databases = manifest.get("databases")
+    wanted = is_vault_name if vault else is_store_name
+    for name, info in databases.items() if isinstance(databases, dict) else ():
+        tables = info.get("tables") if isinstance(info, dict) else None
+        if not wanted(name) or not isinstance(tables, dict):
+            continue
+        s, m = tables.get("sessions"), tables.get("messages")
+        if isinstance(s, int) and isinstance(m, int):
+            sessions, messages = (sessions or 0) + s, (messages or 0) + m
+    return sessions, messages
+
+
+def _created(manifest: dict[str, Any]) -> tuple[str | None, float | None]:
+    """Return the manifest's creation time as written and as epoch seconds (None: unusable)."""
+    text = manifest.get("created_at")
+    if not isinstance(text, str):
+        return None, None
+    try:
+        return text, datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return text, None
+
+
+def list_archives(folder: Path) -> list[ArchiveInfo]:
+    """Describe the archives in a backup folder, newest first (only their manifests are read)."""
+    # This tool's archives by name, and any other zip that carries a hermes manifest.
+    found: list[tuple[float, float, str, ArchiveInfo]] = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return []
+    for path in entries:
+        if not path.name.endswith(".zip"):
+            continue
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        manifest = _read_manifest_of(path)
+        if manifest is None and not ARCHIVE_RE.match(path.name):
+            continue  # some other zip
+        data = manifest or {}
+        text, when = _created(data)
+        sessions, messages = _store_counts(data)
+        vault_sessions, vault_messages = _store_counts(data, vault=True)
+        members = data.get("members")
+        complete = data.get("complete")
+        info = ArchiveInfo(
+            path=path,
+            bytes=st.st_size,
+            modified=st.st_mtime,
+            created_at=text,
+            profile=_text_field(data.get("profile")),
+            all_profiles=bool(data.get("all_profiles")),
+            complete=complete if isinstance(complete, bool) else None,
+            sessions=sessions,
+            messages=messages,
+            hermes_version=_text_field(data.get("hermes_version")),
+            readable=manifest is not None and isinstance(members, dict),
+            vault_stores=sum(map(is_vault_name, members)) if isinstance(members, dict) else 0,
+            vault_sessions=vault_sessions,
+            vault_messages=vault_messages,
+        )
+        found.append((when if when is not None else st.st_mtime, st.st_mtime, path.name, info))
+    found.sort(key=lambda item: item[:3], reverse=True)
+    return [item[3] for item in found]
+
+
+def _text_field(value: Any) -> str | None:
+    """Return a manifest string as it is, when it is printable text (else None)."""
+    return value if isinstance(value, str) and value.isprintable() else None
 
 
 def backups_in(home: Path) -> list[Path]:
@@ -541,12 +674,14 @@ def create_backup(
     keep: int | None = 3,
     all_profiles: bool = False,
     compress: bool = False,
+    vault: bool = True,
 ) -> BackupResult:
     """Archive the profile home (or the root with every profile) into a zip with a manifest.
 
     keep: how many archives of this home (the new one included) to keep in the output folder;
     0 or None keeps them all. Nothing is rotated away when the backup is incomplete.
     compress: deflate every member (fastest level) instead of storing it.
+    vault: archive each profile's vault stores (vault/<YYYY>.db) as the store is archived.
     """
     started = time.monotonic()
     home = Path(home).expanduser().absolute()
@@ -557,7 +692,7 @@ def create_backup(
     base = _backup_root(home, all_profiles)
     _check_stores(base, all_profiles)
     archive = backup_destination(home, output, all_profiles=all_profiles)
-    ensure_private_dir(archive.parent)
+    make_output_dir(archive.parent)
     created = datetime.now(UTC).isoformat(timespec="seconds")
     result = BackupResult(
         archive=archive, base=base, created_at=created, profile=archive_label(home, all_profiles)
@@ -574,7 +709,8 @@ def create_backup(
             ThreadPoolExecutor(max_workers=1) as hasher,
             ThreadPoolExecutor(max_workers=1) as checker,
         ):
-            for source, name in _walk(base, skip_profiles=not all_profiles, notes=notes):
+            walked = _walk(base, skip_profiles=not all_profiles, notes=notes, vault=vault)
+            for source, name in walked:
                 if is_sqlite_name(name):
                     kind = "sqlite"
                     snap = work.path / f"{len(result.members)}.db"
@@ -582,7 +718,8 @@ def create_backup(
                         mode = os.stat(source).st_mode
                         sqlite_snapshot(source, snap)
                     except (sqlite3.Error, OSError) as exc:
-                        if is_store_name(name):
+                        # The vault holds sessions the store no longer has: as vital as it.
+                        if is_store_name(name) or is_vault_name(name):
                             raise _store_failure(name, source, exc) from exc
                         result.warnings.append(f"{name}: could not be read ({exc})")
                         result.skipped.append(name)
@@ -595,6 +732,12 @@ def create_backup(
                     finally:
                         described = checking.result()
                     result.databases[name] = described
+                    if is_vault_name(name):
+                        tables = described["tables"]
+                        result.vault[name] = {
+                            "sessions": int(tables.get("sessions", 0)),
+                            "messages": int(tables.get("messages", 0)),
+                        }
                     if described["quick_check"] != "ok":
                         result.damaged.append(name)
                         result.warnings.append(
@@ -623,6 +766,8 @@ def create_backup(
                 "complete": result.complete,
                 "skipped": list(result.skipped),
                 "databases": result.databases,
+                "vault_included": vault,
+                "vault": result.vault,
                 "members": {
                     m.name: {"size": m.size, "sha256": m.sha256, "kind": m.kind}
                     for m in result.members
@@ -759,9 +904,19 @@ def _header(path: Path) -> bytes:
         return fp.read(100)
 
 
+def _search_index_problems(conn: sqlite3.Connection) -> list[str]:
+    """Return what is wrong with a staged store's search indexes (empty: sound)."""
+    # A store put in place with a broken index fails the agent's next write.
+    from hermes_state import cjk, fts
+
+    if fts.indexes(conn).stale:
+        return []  # detached by the agent, which rebuilds them at its next start
+    return fts.integrity_check(conn) + cjk.integrity_problems(conn)
+
+
 def check_database(path: Path, *, store: bool) -> DatabaseFacts:
-    """Check a staged database: SQLite, intact, and for a store a Hermes schema this code knows
-    with no trigger or view outside the ones known releases define."""
+    """Check a staged database: SQLite, intact, and for a store a Hermes schema this code knows,
+    with no trigger or view outside the ones known releases define and sound search indexes."""
     facts = DatabaseFacts()
     head = _header(path)
     if head[:16] != SQLITE_MAGIC:
@@ -771,7 +926,9 @@ def check_database(path: Path, *, store: bool) -> DatabaseFacts:
     conn = sqlite3.connect(path)
     try:
         facts.page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
-        rows = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(10)")]
+        # SQLite stops the check at a page it cannot read: that is a finding, not an error.
+        rows, stopped = integrity_lines(conn)
+        rows = rows[:10] + ([f"stopped: {stopped}"] if stopped else [])
         facts.integrity = "ok" if rows == ["ok"] else "; ".join(rows)
         if facts.integrity != "ok":
             facts.problems.append(f"integrity_check: {facts.integrity}")
@@ -802,6 +959,10 @@ def check_database(path: Path, *, store: bool) -> DatabaseFacts:
             facts.problems.append(
                 "carries triggers or views no Hermes release defines: " + "; ".join(foreign[:10])
             )
+            return facts
+        search = _search_index_problems(conn)
+        if search:
+            facts.problems.append("search indexes: " + "; ".join(search[:5]))
             return facts
         facts.sessions = int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
         facts.messages = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
@@ -865,7 +1026,8 @@ def stage_members(
             continue
         out.paths[name] = dest
         if database:
-            facts = check_database(dest, store=is_store_name(name))
+            # A vault store is a store in the live layout: the same checks, the same counts.
+            facts = check_database(dest, store=is_store_name(name) or is_vault_name(name))
             out.facts[name] = facts
             out.problems += [f"{name}: {p}" for p in facts.problems]
     return out

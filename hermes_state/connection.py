@@ -7,6 +7,7 @@ import fcntl
 import logging
 import os
 import random
+import shlex
 import shutil
 import sqlite3
 import stat
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 from hermes_state import guard, journal, layout, migrations, schema
 from hermes_state.errors import (
     SQLITE_IOERR,
+    SQLITE_READONLY,
+    SQLITE_READONLY_DIRECTORY,
     DiskFullError,
     HermesStateError,
     NotAHermesStoreError,
@@ -31,6 +34,7 @@ from hermes_state.errors import (
     StoreNeedsMigrationError,
     StoreNotFoundError,
     StoreReadOnlyError,
+    StoreWriteProtectedError,
     UnknownSchemaError,
     is_corruption_error,
     is_lock_error,
@@ -394,8 +398,8 @@ def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], pati
                 store.mark_damaged()
                 raise StoreCorruptError(f"{store.path} is damaged: {exc}") from exc
             if not is_lock_error(exc):
-                # A full disk or a read-only file is said as such, with the store's path.
-                typed = translate_sqlite_error(exc, store.path)
+                # A full disk or a read-only file or place is said as such, with the path.
+                typed = write_error(store, exc)
                 if typed is not None:
                     raise typed from exc
                 raise
@@ -434,15 +438,91 @@ def report_lock_holders(db_path: Path, waited_s: float) -> str:
 
 
 def secure_file(path: Path) -> None:
-    """Tighten a store file or sidecar to 0600 by path (never open/close it); skip links."""
+    """Take group and other access off a store file by path (never open/close it; not links)."""
+    # Only ever removes bits: a mode the owner narrowed (0400) stays as it is.
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return
-    if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) == 0o600:
+    mode = stat.S_IMODE(st.st_mode)
+    if not stat.S_ISREG(st.st_mode) or not mode & 0o077:
         return
     with contextlib.suppress(OSError):
-        os.chmod(path, 0o600)
+        os.chmod(path, mode & 0o700)
+
+
+def write_protected(path: Path) -> tuple[Path, int] | None:
+    """Return (file, mode) of a store file its owner made read-only (no u+w), else None."""
+    # Judged by the mode bits, not by access(2): root may write anything.
+    for file in store_files(path):
+        try:
+            st = os.lstat(file)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IWUSR:
+            return file, stat.S_IMODE(st.st_mode)
+    return None
+
+
+def refuse_write_protected(path: Path) -> None:
+    """Raise StoreWriteProtectedError when the store's owner made it (or a sidecar) read-only."""
+    found = write_protected(path)
+    if found is None:
+        return
+    file, mode = found
+    raise StoreWriteProtectedError(
+        f"{file} is read-only (mode {mode:04o}); refusing to write to a store its owner "
+        "made read-only, and its mode was left as it is",
+        hint=f"Reading still works. To allow writes: chmod u+w {shlex.quote(str(file))}",
+    )
+
+
+def directory_not_writable(path: Path, journal_mode: str | None) -> StoreAccessError:
+    """Say which file SQLite cannot create beside the store: -wal/-shm (WAL) or -journal."""
+    where = shlex.quote(str(path.parent))
+    if journal_mode == "wal":
+        return StoreAccessError(
+            f"{path} is in a directory this user cannot write ({path.parent}): SQLite must "
+            "create the store's -wal and -shm files there (a WAL store needs them even to read)",
+            hint=f"Make the directory writable (chmod u+w {where}) or run hermes as its owner.",
+        )
+    mode = journal_mode or "rollback"
+    return StoreAccessError(
+        f"Cannot write to {path}: its directory {path.parent} is not writable for this user, "
+        f"and SQLite must create {path.name}-journal there for every write (the store is in "
+        f"{mode} journal mode); nothing was written",
+        hint=f"Reading still works. To write, make the directory writable (chmod u+w {where}) "
+        "or run hermes as its owner.",
+    )
+
+
+def _read_only_reason(path: Path) -> StoreAccessError:
+    """Say why SQLite opened a store read-only for a writable connection."""
+    with contextlib.suppress(OSError):
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return StoreAccessError(
+                f"{path} is on a read-only file system; nothing was written",
+                hint="Remount it read-write, or copy the store somewhere writable.",
+            )
+    with contextlib.suppress(OSError):
+        st = os.stat(path)
+        if not os.access(path, os.W_OK):
+            return StoreAccessError(
+                f"This user (uid {os.geteuid()}) may not write {path} (owner uid {st.st_uid}, "
+                f"mode {stat.S_IMODE(st.st_mode):04o}); nothing was written",
+                hint="Run hermes as the store's owner (for example with sudo -u).",
+            )
+    return StoreAccessError(f"{path} could not be written (SQLite opened it read-only)")
+
+
+def write_error(store: Store, exc: sqlite3.Error) -> HermesStateError | None:
+    """Return the typed error of a failed write (place, permissions, full disk, damage)."""
+    code = getattr(exc, "sqlite_errorcode", 0) or 0
+    if code == SQLITE_READONLY_DIRECTORY:
+        return directory_not_writable(store.path, store.journal_mode)
+    if code == SQLITE_READONLY:
+        return _read_only_reason(store.path)
+    return translate_sqlite_error(exc, store.path)
 
 
 def secure_store_files(path: Path) -> None:
@@ -522,6 +602,9 @@ def access_error(path: Path, exc: OSError | sqlite3.Error) -> HermesStateError:
     if typed is not None and not isinstance(typed, StoreAccessError):
         return typed
     code = getattr(exc, "sqlite_errorcode", 0) or 0
+    if code == SQLITE_READONLY_DIRECTORY:
+        # Met while opening, which only reads: only a WAL store needs files made to read.
+        return directory_not_writable(path, "wal")
     if code & 0xFF == SQLITE_IOERR:
         with contextlib.suppress(OSError):
             if shutil.disk_usage(path.parent).free < LOW_SPACE_BYTES:
@@ -705,6 +788,8 @@ def _open_writable(
     quarantine: Quarantine | None = None
     if not path.exists() and not create:
         raise StoreNotFoundError(f"No store yet at {path}")
+    # A store its owner made read-only stays so: refused before anything (a chmod included).
+    refuse_write_protected(path)
     ensure_private_dir(path.parent)
     # Probe the header only when no connection of ours has the file open (a raw read would
     # otherwise drop our POSIX locks); take the cross-process lock only when acting on it.
@@ -722,10 +807,15 @@ def _open_writable(
                 problem = _header_problem(path) if path.exists() else None
                 if problem:
                     quarantine = _quarantine(path, problem)
+    created = False
     if not path.exists():
         with _creation_lock(path):
             if not path.exists():
                 _create_new_store(path)
+                created = True
+    # Modes are tightened on the agent's own files (its library's contract: a loose 0644 is
+    # made 0600) and on a store made here; a command never changes the mode of the agent's.
+    tighten = tighten and (role == "agent" or created)
     if tighten:
         secure_file(path)
     try:

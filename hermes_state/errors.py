@@ -52,6 +52,10 @@ class StoreNotFoundError(HermesStateError):
     hint = "Nothing has been recorded in this profile yet."
 
 
+class HomeNotFoundError(HermesStateError):
+    """The Hermes home directory itself does not exist (a mistyped HERMES_HOME, say)."""
+
+
 class StoreCorruptError(HermesStateError):
     """The store file is damaged or is not an SQLite database."""
 
@@ -153,6 +157,10 @@ class StoreAccessError(HermesStateError):
     hint = "Run hermes as the user who owns the store, or check the path."
 
 
+class StoreWriteProtectedError(StoreAccessError):
+    """The store, or a file SQLite keeps beside it, was made read-only (no owner write bit)."""
+
+
 class HotJournalError(StoreAccessError):
     """A writer stopped mid-transaction; the store must be rolled back before it can be read."""
 
@@ -226,8 +234,9 @@ def translate_sqlite_error(
         )
     if code == SQLITE_READONLY_DIRECTORY:
         return StoreAccessError(
-            f"{path} is in a directory this user cannot write: SQLite must create the "
-            "shared-memory file (-shm) beside a WAL store even to read it",
+            f"{path} is in a directory this user cannot write: SQLite must create a file "
+            "beside it there (the -journal of a write, or a WAL store's -wal/-shm, needed "
+            "even to read it)",
             hint="Run hermes as the directory's owner, or make the directory writable.",
         )
     if (code & 0xFF) == SQLITE_FULL:

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hermes_state import fts, prune_filters
-from hermes_state.connection import Store, retry_locked
+from hermes_state import diagnosis, fts, prune_filters
+from hermes_state.connection import Store, retry_locked, write_protected
+from hermes_state.diagnosis import Diagnosis
 from hermes_state.errors import (
     DiskFullError,
     LedgerBusyError,
@@ -31,7 +32,7 @@ from hermes_state.ledger import (
 from hermes_state.lineage import COMPRESSION_END_REASON, ancestors_in, successor_in
 from hermes_state.messages import clear_messages_in
 from hermes_state.model_config import DELEGATE_MARKER, marker_sql
-from hermes_state.sessions import require_session_in
+from hermes_state.sessions import activity_sql, require_session_in
 from hermes_state.sql import STORE_FILE_SUFFIXES, chunks, marks, quote
 
 DAY_S = 86400.0
@@ -91,6 +92,31 @@ def _measure(conn: sqlite3.Connection, ids: Sequence[str]) -> tuple[int, int]:
         msgs += int(row[0])
         size += int(row[1])
     return msgs, size
+
+
+PREVIEW_DETAILS = 50  # sessions a prune preview describes one by one
+
+
+def _describe(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Return id, title, last_active, messages and payload bytes of these sessions, in order."""
+    expr = _payload_bytes_sql(conn)
+    found: dict[str, dict[str, Any]] = {}
+    for batch in chunks(ids):
+        for sid, title, active, msgs, size in conn.execute(
+            f"SELECT s.id, s.title, {_age_expr(conn)},"
+            f" (SELECT COUNT(*) FROM messages WHERE session_id = s.id),"
+            f" (SELECT COALESCE(SUM({expr}), 0) FROM messages WHERE session_id = s.id)"
+            f" FROM sessions s WHERE s.id IN ({marks(len(batch))})",
+            batch,
+        ):
+            found[sid] = {
+                "id": sid,
+                "title": title,
+                "last_active": active,
+                "messages": int(msgs),
+                "bytes": int(size),
+            }
+    return [found[sid] for sid in ids if sid in found]
 
 
 def _repoint_children(conn: sqlite3.Connection, doomed: Sequence[str]) -> int:
@@ -490,6 +516,9 @@ class PruneResult:
     sources: tuple[str, ...] = ()  # every source kept (source included), empty = all
     exclude_sources: tuple[str, ...] = ()
     started_after: float | None = None
+    active_after: float | None = None  # kept only sessions last active at or after it
+    # A dry run's first sessions: id, title, last_active, messages, bytes (stored payload).
+    details: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as plain JSON-ready data."""
@@ -497,6 +526,7 @@ class PruneResult:
         out["session_ids"] = list(self.session_ids)
         out["busy"] = [dict(b) for b in self.busy]
         out["kept_for_lineage"] = list(self.kept_for_lineage)
+        out["details"] = [dict(d) for d in self.details]
         out["sources"] = list(self.sources)
         out["exclude_sources"] = list(self.exclude_sources)
         return out
@@ -504,15 +534,7 @@ class PruneResult:
 
 def _age_expr(conn: sqlite3.Connection) -> str:
     """SQL for a session's last activity: max(last_activity_at, newest message, started_at)."""
-    cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
-    parts = [
-        "s.started_at",
-        "COALESCE((SELECT MAX(m.timestamp) FROM messages m"
-        " WHERE m.session_id = s.id), s.started_at)",
-    ]
-    if "last_activity_at" in cols:
-        parts.append("COALESCE(s.last_activity_at, s.started_at)")
-    return f"MAX({', '.join(parts)})"
+    return activity_sql({r[1] for r in conn.execute("PRAGMA table_info(sessions)")})
 
 
 @dataclass(frozen=True)
@@ -522,6 +544,7 @@ class _Scope:
     sources: tuple[str, ...] = ()
     exclude_sources: tuple[str, ...] = ()
     started_after: float | None = None
+    active_after: float | None = None
     # Conditions over ``sessions s`` from prune_filters (clauses, parameters).
     filters: tuple[tuple[str, ...], tuple[Any, ...]] = ((), ())
     include_pinned: bool = False
@@ -548,6 +571,9 @@ def _eligible(
     if scope.started_after is not None:
         where.append("s.started_at >= ?")
         params.append(float(scope.started_after))
+    if scope.active_after is not None:
+        where.append(f"{_age_expr(conn)} >= ?")
+        params.append(float(scope.active_after))
     where += scope.filters[0]
     params += scope.filters[1]
     sql = f"SELECT s.id, s.end_reason FROM sessions s WHERE {' AND '.join(where)}"
@@ -636,6 +662,7 @@ def prune_sessions(
     started_after: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     filters: Mapping[str, Any] | None = None,
+    active_after: float | None = None,
 ) -> PruneResult:
     """Delete ended, unpinned sessions idle for longer than older_than_days (or preview it).
 
@@ -644,10 +671,12 @@ def prune_sessions(
     agent delegated from a deleted session go with it. Deletion runs one transaction per chunk
     of sessions so a live gateway is never blocked for long. source/sources keep only those
     sources, exclude_sources leaves some out, started_after (epoch seconds) keeps sessions
-    started at or after it; ``filters`` are the agent's prune keywords (see prune_filters;
-    ``include_pinned`` lets pinned sessions go too). ``older_than_days=None`` sets no age bound;
-    so does an explicit ``started_before``/``last_active_before`` filter. progress(done, total)
-    is called after each deleted chunk with the sessions examined so far and the number planned.
+    started at or after it, active_after those last active at or after it; ``filters`` are the
+    agent's prune keywords (see prune_filters; ``include_pinned`` lets pinned sessions go too).
+    ``older_than_days=None`` sets no age bound; so does an explicit ``started_before`` /
+    ``last_active_before`` filter. progress(done, total) is called after each deleted chunk with
+    the sessions examined so far and the number planned. A dry run describes its first
+    PREVIEW_DETAILS sessions (title, last active, messages, bytes) in ``details``.
     """
     options = dict(filters or {})
     prune_filters.check(options)
@@ -667,6 +696,7 @@ def prune_sessions(
         sources=tuple(dict.fromkeys([*([source] if source else []), *(sources or ())])),
         exclude_sources=tuple(dict.fromkeys(exclude_sources or ())),
         started_after=started_after,
+        active_after=active_after,
         filters=(tuple(clauses), tuple(params)),
         include_pinned=include_pinned,
     )
@@ -696,12 +726,14 @@ def prune_sessions(
             sources=scope.sources,
             exclude_sources=scope.exclude_sources,
             started_after=started_after,
+            active_after=active_after,
             **kw,
         )
 
     if dry_run:
         msgs, size = _measure(store.conn, plan.ids)
-        return result(plan.ids, msgs, size, plan.busy)
+        details = _describe(store.conn, plan.ids[:PREVIEW_DETAILS])
+        return result(plan.ids, msgs, size, plan.busy, details=tuple(details))
 
     everything = set(plan.ids)
     deleted: list[str] = []
@@ -751,6 +783,9 @@ class OptimizeResult:
     # After a delete: why the file was not rewritten (the freed pages stay for new rows).
     rewrite_deferred: str = ""
     free_bytes: int = 0  # free pages left inside the database file afterwards
+    reindexed: bool = False  # every index was rebuilt from its table (REINDEX)
+    path: str = ""
+    duration_s: float = 0.0
 
     @property
     def bytes_before(self) -> int:
@@ -774,6 +809,7 @@ class OptimizeResult:
         out.update(
             bytes_before=self.bytes_before, bytes_after=self.bytes_after, reclaimed=self.reclaimed
         )
+        out["duration_s"] = round(self.duration_s, 3)
         return out
 
 
@@ -868,7 +904,7 @@ def _require_vacuum_space(store: Store) -> None:
         if free < bytes_needed:
             raise DiskFullError(
                 f"Not enough space to VACUUM {store.path.name}: it writes about "
-                f"{_mib(bytes_needed)} in {where} and {_mib(free)} is free there; "
+                f"{_size_text(bytes_needed)} in {where} and {_size_text(free)} is free there; "
                 "nothing was changed"
             )
 
@@ -897,7 +933,12 @@ def _catch_up_cjk(store: Store) -> None:
 
 
 def optimize(
-    store: Store, *, vacuum: bool = True, force: bool = False, rebuild_fts: bool = False
+    store: Store,
+    *,
+    vacuum: bool = True,
+    force: bool = False,
+    rebuild_fts: bool = False,
+    reindex: bool = False,
 ) -> OptimizeResult:
     """Give space back: merge every search index, then VACUUM (and truncate a WAL).
 
@@ -907,17 +948,24 @@ def optimize(
     for long: the index merge runs in short transactions, and VACUUM, which holds the write
     lock for the whole rewrite of the file, runs only on a store of at most
     ``VACUUM_BESIDE_OTHERS_MAX_BYTES``; otherwise it is skipped and ``vacuum_skipped`` says
-    why. ``force`` does the full work anyway. A rebuild refuses with StoreBusyError beside
-    other processes unless forced.
+    why. ``force`` does the full work anyway. ``reindex`` first rebuilds every index from its
+    table (REINDEX) and the search indexes from the messages: what repairs indexes that
+    disagree with their tables (`db check` says when). A rebuild refuses with StoreBusyError
+    beside other processes unless forced.
     """
     from hermes_state import cjk
 
+    started = time.monotonic()
     require_intact(store)
     db_before, wal_before = _sizes(store.path)
     others = other_processes(store.path)
     shared = bool(others) and not force
+    rebuild_fts = rebuild_fts or reindex
     if rebuild_fts and shared:
-        _refuse_if_shared(store, force, "rebuild its search indexes")
+        what = "rebuild its indexes" if reindex else "rebuild its search indexes"
+        _refuse_if_shared(store, force, what)
+    if reindex:
+        _reindex(store)
     if vacuum and not (shared and db_before > VACUUM_BESIDE_OTHERS_MAX_BYTES):
         _require_vacuum_space(store)
     idx = fts.indexes(store.conn)
@@ -960,7 +1008,22 @@ def optimize(
         forced=bool(force and others),
         other_processes=tuple(others),
         vacuum_skipped=skipped,
+        reindexed=reindex,
+        path=str(store.path),
+        duration_s=time.monotonic() - started,
     )
+
+
+def _reindex(store: Store) -> None:
+    """Rebuild every index from its table (never the schema: the same indexes, rebuilt)."""
+    try:
+        store.write(lambda conn: conn.execute("REINDEX"))
+    except sqlite3.IntegrityError as exc:
+        # A unique index over rows that are no longer unique: the table itself is at fault.
+        raise StoreCorruptError(
+            f"{store.path} cannot be reindexed in place ({exc}): a table holds rows its unique "
+            "index forbids; nothing was changed"
+        ) from exc
 
 
 def reclaim_after_delete(
@@ -1005,9 +1068,10 @@ def reclaim_after_delete(
         forced=False,
         free_bytes=free_bytes,
         rewrite_deferred=(
-            f"{share:.0%} of the messages were deleted: the {_mib(free_bytes)} of pages freed "
-            f"so far stay in the file and are reused for new rows (rewriting {_mib(db_after)} "
-            "to give space back to the disk takes time in proportion to the whole store)"
+            f"{share:.0%} of the messages were deleted: the {_size_text(free_bytes)} of pages "
+            "freed so far stay in the file and are reused for new rows (rewriting "
+            f"{_size_text(db_after)} to give space back to the disk takes time in proportion to "
+            "the whole store)"
         ),
     )
 
@@ -1024,14 +1088,19 @@ def _vacuum_skipped(store: Store, others: Sequence[str], size: int) -> str:
     free = _free_bytes(store)
     return (
         f"VACUUM skipped: {', '.join(others)} has the store open, and VACUUM would hold the "
-        f"write lock for the whole rewrite of {_mib(size)} (its writes would wait). The "
-        f"{_mib(free)} of free pages stay in the file and are reused for new rows."
+        f"write lock for the whole rewrite of {_size_text(size)} (its writes would wait). The "
+        f"{_size_text(free)} of free pages stay in the file and are reused for new rows."
     )
 
 
-def _mib(n: int) -> str:
-    """Return a byte count in MiB for a message."""
-    return f"{n / (1 << 20):.1f} MiB"
+def _size_text(n: int) -> str:
+    """Return a byte count for a message in the CLI's units: 512 B, 3.4 KiB, 1.2 MiB, 2.0 GiB."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
 
 
 def vacuum(store: Store) -> int:
@@ -1109,6 +1178,12 @@ class MigrateOutcome:
 # --- health check ---------------------------------------------------------------------------
 
 
+DAMAGED_HINT = (
+    "`hermes db check` says what is damaged and what repairs it; `hermes sessions recover "
+    "--to NEW.db` salvages what can be read into a new file."
+)
+
+
 def require_intact(store: Store, table: str | None = None) -> None:
     """Raise StoreCorruptError (touching nothing) unless PRAGMA quick_check finds the file sound.
 
@@ -1133,11 +1208,15 @@ def require_intact(store: Store, table: str | None = None) -> None:
         if is_lock_error(exc):
             raise
         rows = [str(exc)]
+    # SQLite heads its findings with a "*** in database main ***" line: not a finding.
+    lines = [line for r in rows for line in r.splitlines()]
+    rows = [line for line in lines if not line.startswith("*** in database")] or rows
     if rows != ["ok"]:
         store.mark_damaged()
         where = "" if table is None else f" (in table {table} or its indexes)"
         raise StoreCorruptError(
-            f"{store.path} is damaged{where}: {'; '.join(rows[:5])}; nothing was written"
+            f"{store.path} is damaged{where}: {'; '.join(rows[:5])}; nothing was written",
+            hint=DAMAGED_HINT,
         )
     if table is None:
         store.verified_at = store.writes
@@ -1145,28 +1224,38 @@ def require_intact(store: Store, table: str | None = None) -> None:
 
 @dataclass(frozen=True)
 class StoreCheck:
-    """What check_store found: one {name, ok, detail} per check."""
+    """What check_store found: one {name, ok, detail, warning} per check, and the diagnosis."""
 
     path: str
     checks: tuple[dict[str, Any], ...]
+    diagnosis: Diagnosis | None = None
 
     @property
     def ok(self) -> bool:
-        """Whether every check passed."""
-        return all(c["ok"] for c in self.checks)
+        """Whether every check passed and nothing is damaged."""
+        damaged = self.diagnosis is not None and bool(self.diagnosis.problems)
+        return all(c["ok"] for c in self.checks) and not damaged
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
-        return {"path": self.path, "ok": self.ok, "checks": [dict(c) for c in self.checks]}
+        out: dict[str, Any] = {
+            "path": self.path,
+            "ok": self.ok,
+            "checks": [dict(c) for c in self.checks],
+        }
+        if self.diagnosis is not None:
+            out.update(self.diagnosis.to_dict())
+        return out
 
 
 def check_store(store: Store) -> StoreCheck:
-    """Run the read-only health checks: integrity, foreign keys, layout, search indexes, schema,
-    journal mode and file modes. Warnings (a risky journal mode, loose file modes) are reported
-    but do not fail the check: they describe how the agent runs the store, not damage."""
+    """Run the read-only health checks and diagnose any damage (see ``diagnosis``)."""
+    # Integrity, foreign keys, layout, search indexes, schema, journal mode, the -wal and file
+    # modes. Warnings (a risky journal mode, loose modes, a torn -wal) do not fail the check:
+    # they describe how the agent runs the store, not damage.
     import stat
 
-    from hermes_state import cjk, journal, layout
+    from hermes_state import journal, layout
 
     conn = store.conn
     checks: list[dict[str, Any]] = []
@@ -1174,20 +1263,50 @@ def check_store(store: Store) -> StoreCheck:
     def add(name: str, ok: bool, detail: str, *, warning: bool = False) -> None:
         checks.append({"name": name, "ok": ok, "detail": detail, "warning": warning})
 
-    integrity = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)")]
-    add("integrity", integrity == ["ok"], "; ".join(integrity))
-    fk = conn.execute("PRAGMA foreign_key_check").fetchall()
-    add("foreign_keys", not fk, f"{len(fk)} violations" if fk else "ok")
-    found = layout.inspect(conn)
-    add("layout", found.kind in ("current", "upstream"), found.describe())
-    problems = fts.integrity_check(conn) + cjk.integrity_problems(conn)
-    add("search_indexes", not problems, "; ".join(problems) or "ok")
-    if found.known:
-        add("schema", True, f"v{found.version}")
+    def attempt(name: str, fn: Callable[[], None]) -> None:
+        # A damaged store fails one check, never the whole report.
+        try:
+            fn()
+        except sqlite3.DatabaseError as exc:
+            if is_lock_error(exc):
+                raise
+            add(name, False, f"could not be checked: {exc}")
+
+    lines, stopped = diagnosis.integrity_lines(conn)
+    shown = lines[:3] + ([f"… {len(lines) - 3} more"] if len(lines) > 3 else [])
+    shown += [f"stopped: {stopped}"] if stopped else []
+    add("integrity", lines == ["ok"] and stopped is None, "; ".join(shown))
+
+    def foreign_keys() -> None:
+        fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+        add("foreign_keys", not fk, f"{len(fk)} violations" if fk else "ok")
+
+    attempt("foreign_keys", foreign_keys)
+    found: list[Any] = []
+
+    def store_layout() -> None:
+        found.append(layout.inspect(conn))
+        add("layout", found[0].kind in ("current", "upstream"), found[0].describe())
+
+    attempt("layout", store_layout)
+    diag = diagnosis.diagnose(
+        conn, store.path, lines=lines, stopped=stopped, journal_mode=store.journal_mode
+    )
+    fts_problems = [p.message for p in diag.problems if p.kind == "search_index"]
+    unchecked = [s.detail for s in diag.search_indexes if s.state == "unchecked"]
+    detail = "; ".join(fts_problems + unchecked[:1]) or "ok"
+    add("search_indexes", not fts_problems and not unchecked, detail)
+    if not found:
+        add("schema", False, "could not be read")
+    elif found[0].known:
+        add("schema", True, f"v{found[0].version}")
     else:
-        add("schema", False, found.describe())
-    jr = journal.report(conn)
-    add("journal", True, jr.describe(), warning=jr.at_risk)
+        add("schema", False, found[0].describe())
+    attempt("journal", lambda: _journal_check(journal.report(conn), add))
+    wal = diag.wal
+    if wal.exists or store.journal_mode == "wal":
+        wal_ok = not any(p.kind == "wal" for p in diag.problems)
+        add("wal", wal_ok, wal.detail, warning=wal.warning)
     loose = []
     for suffix in STORE_FILE_SUFFIXES:
         try:
@@ -1196,13 +1315,28 @@ def check_store(store: Store) -> StoreCheck:
             continue
         if mode & 0o077:
             loose.append(f"{store.path.name}{suffix} is {mode:04o}")
+    notes = []
     if loose:
-        add(
-            "permissions",
-            True,
-            "; ".join(loose) + " (readable by others; hermes tightens them to 0600 when it writes)",
-            warning=True,
+        notes.append("; ".join(loose) + " (readable by others; `chmod 600` makes them private)")
+    protected = write_protected(store.path)
+    if protected is not None:
+        notes.append(
+            f"{protected[0].name} is read-only ({protected[1]:04o}): hermes and the agent "
+            "refuse to write to it (`chmod u+w` allows writes)"
         )
-    else:
-        add("permissions", True, "0600")
-    return StoreCheck(str(store.path), tuple(checks))
+    add("permissions", True, "; ".join(notes) or "0600", warning=bool(notes))
+    return StoreCheck(str(store.path), tuple(checks), diag)
+
+
+def _journal_check(report: Any, add: Callable[..., None]) -> None:
+    add("journal", True, report.describe(), warning=report.at_risk)
+
+
+def check_unopenable(path: Path, error: str) -> StoreCheck:
+    """Report a store SQLite cannot open or whose schema it cannot read, and what to do."""
+    diag = diagnosis.diagnose_unopenable(path, error)
+    checks = [{"name": "integrity", "ok": False, "detail": error, "warning": False}]
+    if diag.wal.exists:
+        wal = diag.wal
+        checks.append({"name": "wal", "ok": True, "detail": wal.detail, "warning": wal.warning})
+    return StoreCheck(str(path), tuple(checks), diag)

@@ -183,10 +183,13 @@ def _session_ids(
     started_after: float | None,
     started_before: float | None,
     after_id: int | None = None,
+    active_after: float | None = None,
+    active_before: float | None = None,
 ) -> Iterator[str]:
     """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
-    where: list[str] = []
-    params: list[Any] = []
+    where, params = seslib.activity_filters(
+        store.columns("sessions"), "sessions", active_after, active_before
+    )
     if after_id is not None:
         where.append("id IN (SELECT DISTINCT session_id FROM messages WHERE id > ?)")
         params.append(int(after_id))
@@ -221,6 +224,23 @@ def _session_ids(
         last = (rows[-1][1], rows[-1][0])
 
 
+def _active_among(
+    store: Store, ids: Iterable[str], after: float | None, before: float | None
+) -> list[str]:
+    """Return the named ids (in order, once each) whose last activity is in [after, before)."""
+    named = list(dict.fromkeys(ids))
+    if after is None and before is None:
+        return named
+    where, params = seslib.activity_filters(store.columns("sessions"), "sessions", after, before)
+    keep: set[str] = set()
+    for batch in chunks(named):
+        sql = f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))}) AND " + " AND ".join(
+            where
+        )
+        keep.update(r[0] for r in store.conn.execute(sql, [*batch, *params]))
+    return [sid for sid in named if sid in keep]
+
+
 def export_all(
     store: Store,
     *,
@@ -231,10 +251,13 @@ def export_all(
     sources: Iterable[str] | None = None,
     exclude_sources: Iterable[str] | None = None,
     after_id: int | None = None,
+    active_after: float | None = None,
+    active_before: float | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield export records oldest first; each record's "messages" is a lazy iterator.
 
-    source and sources keep sessions from those sources; exclude_sources leaves some out.
+    source and sources keep sessions from those sources; exclude_sources leaves some out;
+    started_* bound when a session started, active_* when it was last active.
     ``after_id`` makes a change feed: only the messages with a higher row id, in records of
     the sessions that have any (each marked with ``messages_after_id``), so a follower that
     keeps the highest id it has seen never reads a message twice.
@@ -242,7 +265,8 @@ def export_all(
     wanted = [*([source] if source is not None else []), *(sources or ())]
     excluded = list(exclude_sources or ())
     if session_ids is not None:
-        ids: Iterable[str] = dict.fromkeys(session_ids)  # keep order, drop repeats
+        # Keep order, drop repeats; a named session outside the activity bounds is left out.
+        ids: Iterable[str] = _active_among(store, session_ids, active_after, active_before)
     else:
         ids = _session_ids(
             store,
@@ -251,6 +275,8 @@ def export_all(
             started_after=started_after,
             started_before=started_before,
             after_id=after_id,
+            active_after=active_after,
+            active_before=active_before,
         )
     feed = {AFTER_ID_KEY: int(after_id)} if after_id is not None else {}
     for row, head, complete in _read_windows(

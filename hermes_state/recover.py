@@ -28,7 +28,9 @@ exits 1 and tells the operator not to install it unless the listed losses are ac
 This module is the entry point and runs the steps in order; each step lives in a module of its
 own: ``recover_source`` (the work copy), ``recover_whole`` (the healthy fast path),
 ``recover_target`` (the new store and its writers), ``recover_scan`` (reads through SQLite),
-``recover_pages`` (reads off the pages), ``recover_verify`` and ``recover_report``.
+``recover_pages`` (reads off the pages), ``recover_expect`` (how many rows each table held
+before the damage, so that lost = expected - recovered), ``recover_verify`` and
+``recover_report``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from hermes_state import cjk, lost_and_found, pages, salvage, schema, workdirs
+from hermes_state import cjk, lost_and_found, pages, recover_expect, salvage, schema, workdirs
 from hermes_state.connection import Store
 from hermes_state.errors import is_corruption_error
 from hermes_state.home import make_output_dir as make_target_dir
@@ -50,6 +52,7 @@ from hermes_state.recover_pages import (
     table_shapes,
 )
 from hermes_state.recover_report import (
+    PLACEHOLDER_TITLE,
     Progress,
     RecoveryError,
     RecoveryReport,
@@ -80,7 +83,6 @@ from hermes_state.recover_source import (
 )
 from hermes_state.recover_target import (
     FALLBACK_TABLES,
-    PLACEHOLDER_TITLE,
     Plan,
     TableWriter,
     copy_plain,
@@ -214,7 +216,8 @@ def _judge_wal(
         alt.notes.append("the source's WAL was not replayed: " + alt.wal)
         return alt
     remove_target(alt_target)
-    report.wal = f"replayed: {why}, but with it the salvage kept more ({ours} vs {theirs})"
+    more = "more" if ours > theirs else "as much"
+    report.wal = f"replayed: {why}, but with it the salvage kept {more} ({ours} vs {theirs})"
     return report
 
 
@@ -280,13 +283,16 @@ def _salvage_into(
                 result = report.tables.get(table)
                 if result is not None:
                     result.copied -= n
+                    result.invalid += n
                     result.to_lost_and_found += n
                     result.status = "partial"
-            report.placeholder_sessions, report.parents_cleared = store.write(reconcile_orphans)
+            placeholders, report.parents_cleared = store.write(reconcile_orphans)
+            report.placeholder_sessions, report.placeholder_ids = len(placeholders), placeholders
             if report.method != "copy":
                 finish_layout(store, plan, report)
             lost.flush()
             report.lost_and_found = dict(lost.counts)
+            recover_expect.settle(report, store.conn)
             store.conn.execute("PRAGMA foreign_keys=ON")
             if report.schema_from_pages:
                 expected = schema.stored_version(store.conn)  # whatever version the pages held
@@ -296,7 +302,7 @@ def _salvage_into(
             report.verification = verify(store, report, meta_keys, expected, index_check)
         except BaseException:
             if index_check is not None:
-                index_check.wait()
+                index_check.cancel()
             store.close()
             remove_target(target)  # half-made and unreported: free the path for a retry
             raise
@@ -420,8 +426,6 @@ def _copy_tables(
             page_pass(raw, master, shapes, scans, store, report, writers, make_writer, lost)
         except (OSError, ValueError) as exc:
             report.notes.append(f"page-level salvage stopped: {exc}")
-        finally:
-            os.close(raw.fd)
     lost.flush()
     for writer in writers.values():
         meta_keys |= writer.meta_keys
@@ -430,4 +434,30 @@ def _copy_tables(
     for result in report.tables.values():
         if result.status == "pending":
             result.status = table_status(result, report)
+    try:
+        _count_figures(src, raw, master, report, writers)
+    finally:
+        if raw is not None:
+            os.close(raw.fd)
     return meta_keys
+
+
+def _count_figures(
+    src: sqlite3.Connection | None,
+    raw: pages.Pages | None,
+    master: dict[str, salvage.SchemaEntry],
+    report: RecoveryReport,
+    writers: dict[str, TableWriter],
+) -> None:
+    """Note what the rowids and the pages say each damaged table held before the damage."""
+    sequence = recover_expect.sequences(src)
+    for name, writer in writers.items():
+        result = writer.result
+        read = writer.copied_rowids | writer.rejected_rowids
+        recover_expect.rowid_figures(result, report.skipped_ranges, read, sequence.get(name))
+        rec = master.get(name)
+        mine = [r for r in report.skipped_ranges if r.table == name]
+        if raw is None or rec is None or not recover_expect.damaged(result, mine):
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            recover_expect.tree_figure(result, raw, rec.rootpage, raw.count + report.pages_missing)

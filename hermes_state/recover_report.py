@@ -17,6 +17,8 @@ from hermes_state.errors import HermesStateError
 Progress = Callable[[str, int, "int | None"], None]
 
 POINT_SPAN = 100_000  # damaged ranges up to this wide are read rowid by rowid
+# The title of a session made up so that messages whose session row was lost keep one.
+PLACEHOLDER_TITLE = "[recovered {n}] session metadata was unreadable"
 
 
 class RecoveryError(HermesStateError):
@@ -42,6 +44,52 @@ class TableResult:
     unreadable_cells: int = 0  # cells seen on its pages whose record could not be decoded
     columns_dropped: list[str] = field(default_factory=list)  # source columns we have no use for
     errors: list[str] = field(default_factory=list)
+    invalid: int = 0  # rows read but kept in lost_and_found for values the tool cannot use
+    rowids_open: bool = False  # an unreadable span ran past every rowid known (rows uncounted)
+    figures: dict[str, int] = field(default_factory=dict)  # basis -> rows it says the table held
+    expected: int | None = None  # rows the table held before the damage (see expected_basis)
+    expected_basis: str = ""  # the key of BASES the expected count comes from
+    expected_estimated: bool = False  # expected is an estimate, not a count
+    placeholders: int = 0  # rows made up so that others keep a parent (sessions), not copied
+
+    @property
+    def lost(self) -> int | None:
+        """Return the rows the table held that are not in its copy (None: not settled)."""
+        return None if self.expected is None else max(0, self.expected - self.copied)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {
+            **asdict(self),
+            "recovered": self.copied,
+            "lost": self.lost,
+            "expected_from": BASES.get(self.expected_basis),
+        }
+
+
+# What a table's expected row count was read from (TableResult.expected_basis, the keys of
+# TableResult.figures). The first three are counts; the rest are estimates.
+BASES = {
+    "count": "SQLite's count of the source table",
+    "pages": "the cells on the table's pages",
+    "read": "the rows read",
+    "placeholders": "the rows read plus one per lost session that other rows refer to",
+    "message_count": "the sessions' message_count columns",
+    "rowids": "the rows read plus the rowids that could not be read",
+    "sequence": "the largest rowid handed out (sqlite_sequence)",
+    "tree": "the b-tree's unreadable pages times its rows per page",
+}
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The rows of every copied table taken together: expected = recovered + lost."""
+
+    expected: int
+    recovered: int
+    lost: int
+    estimated: bool  # some table's expected count is an estimate
+    uncounted: list[str]  # what held rows that no figure could count
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -78,12 +126,14 @@ class Verification:
     schema_version: int | None = None
     expected_schema_version: int | None = schema.SCHEMA_VERSION
     count_mismatches: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)  # checks that could not run to the end
 
     @property
     def ok(self) -> bool:
         """Tell whether every check passed."""
         return (
-            self.integrity == ["ok"]
+            not self.incomplete
+            and self.integrity == ["ok"]
             and self.foreign_key_violations == 0
             and not self.fts_problems
             and self.schema_version == self.expected_schema_version
@@ -124,7 +174,9 @@ class RecoveryReport:
     objects_not_recreated: dict[str, str] = field(default_factory=dict)  # name -> why
     skipped_ranges: list[SkippedRange] = field(default_factory=list)
     placeholder_sessions: int = 0
+    placeholder_ids: list[str] = field(default_factory=list)  # the placeholder sessions' ids
     parents_cleared: int = 0
+    pages_missing: int = 0  # pages the source's header counts past the end of its file
     range_queries: int = 0
     verification: Verification = field(default_factory=Verification)
     notes: list[str] = field(default_factory=list)
@@ -160,23 +212,42 @@ class RecoveryReport:
         """Tell whether tables may have been missed because the schema was not read whole."""
         return not self.source_readable or self.schema_from_pages or self.layout == "fallback"
 
-    def rows_lost(self) -> tuple[int, int]:
-        """Return (rows seen in the source but not in their table, rows seen in all)."""
-        lost = seen = 0
+    def totals(self) -> Totals:
+        """Return the rows every copied table held, recovered and lost, taken together."""
+        expected = recovered = 0
+        estimated = False
+        uncounted: list[str] = []
         for t in self.tables.values():
-            shown = max(t.source_rows or 0, t.on_pages or 0, t.copied)
-            seen += shown
-            lost += shown - t.copied
-        lost += sum(r.last_rowid - r.first_rowid + 1 for r in self.skipped_ranges if r.bounded)
-        lost += sum(n or 0 for n in self.not_copied.values())
-        return lost, seen + sum(n or 0 for n in self.not_copied.values())
+            if t.status == "absent" or t.expected is None:
+                continue
+            expected += t.expected
+            recovered += t.copied
+            estimated = estimated or t.expected_estimated
+            if _uncounted(t, self):
+                uncounted.append(f"unreadable pages of {t.name}")
+        for name, n in self.not_copied.items():
+            if n is None:
+                uncounted.append(f"table {name}")
+            else:
+                expected += n
+        if self.schema_incomplete:
+            # Rows that fit no table of the schema that was read: a table whose schema was lost.
+            expected += self.lost_and_found.get(lost_and_found.UNATTRIBUTED, 0)
+        return Totals(expected, recovered, expected - recovered, estimated, uncounted)
 
     def summary(self) -> str:
         """Say in one line whether everything came through, and if not, how much did not."""
         kept = sum(self.lost_and_found.values())
-        aside = f"; {kept} kept aside in table lost_and_found" if kept else ""
+        aside = f"; {kept:,} kept aside in table lost_and_found" if kept else ""
+        made = f"; {self._placeholders()} created" if self.placeholder_sessions else ""
+        unchecked = (
+            "; NOT VERIFIED: " + "; ".join(self.verification.incomplete)
+            if self.verification.incomplete
+            else ""
+        )
         if not self.source_readable and not any(t.copied for t in self.tables.values()):
             return "PARTIAL: nothing in the source could be read as a database" + aside
+        totals = self.totals()
         if not self.partial:
             extras = []
             if kept:
@@ -184,26 +255,67 @@ class RecoveryReport:
             if self.deleted_rows_seen:
                 extras.append(f"{self.deleted_rows_seen} deleted rows on free pages left deleted")
             extra = f" ({'; '.join(extras)})" if extras else ""
-            return f"Complete: every row the source shows was copied{extra}"
-        lost, seen = self.rows_lost()
-        if lost == 0 and not self.skipped_ranges and self.layout == "fallback":
+            return (
+                f"Complete: every row the source shows was copied ({totals.recovered:,} rows)"
+                f"{extra}{made}{unchecked}"
+            )
+        if totals.lost == 0 and not self.skipped_ranges and self.layout == "fallback":
             return (
                 f"PARTIAL: the source's schema is damaged, so it was rebuilt as a new "
-                f"schema-{schema.SCHEMA_VERSION} store; all {seen:,} rows found were copied, "
-                "but tables whose schema was lost may be missing" + aside
+                f"schema-{schema.SCHEMA_VERSION} store; all {totals.expected:,} rows found were "
+                "copied, but tables whose schema was lost may be missing" + aside + made + unchecked
             )
-        unbounded = any(not r.bounded for r in self.skipped_ranges)
-        unattributed = (
-            self.lost_and_found.get(lost_and_found.UNATTRIBUTED, 0) if self.schema_incomplete else 0
-        )
-        lost += unattributed
-        seen += unattributed
-        what = f"{lost:,} of {seen:,} rows the source shows were not copied into their tables"
-        if unbounded or any(t.unreadable_pages for t in self.tables.values()):
-            what += " (plus unreadable pages whose rows cannot be counted)"
+        how = []
+        if totals.estimated:
+            guessed = [t.name for t in self.tables.values() if t.expected_estimated]
+            how.append(f"estimated for {', '.join(guessed)}")
+        if totals.uncounted:
+            how.append("plus rows that could not be counted")
         elif not self.source_readable and not self.schema_from_pages:
-            what += " (the schema is unreadable: tables were found by the shape of their rows)"
-        return f"PARTIAL: {what}{aside}"
+            how.append("the schema is unreadable: tables were found by the shape of their rows")
+        note = f" ({'; '.join(how)})" if how else ""
+        return (
+            f"PARTIAL: lost {totals.lost:,} of {totals.expected:,} rows{note}, "
+            f"recovered {totals.recovered:,}{made}{aside}{unchecked}"
+        )
+
+    def details(self) -> list[str]:
+        """Say per table what was lost and where each expected count comes from, and how to find
+        the placeholder sessions (the lines after the summary)."""
+        lines = []
+        for name, t in self.tables.items():
+            if t.expected is None or t.status == "absent":
+                continue
+            if not t.lost and not t.expected_estimated and not t.to_lost_and_found:
+                continue
+            basis = BASES.get(t.expected_basis, t.expected_basis)
+            how = f"estimated from {basis}" if t.expected_estimated else f"from {basis}"
+            line = f"{name}: lost {t.lost:,} of {t.expected:,} ({how})"
+            if _uncounted(t, self):
+                line += "; more may be on pages that could not be counted"
+            if t.to_lost_and_found:
+                line += f"; {_rows(t.to_lost_and_found)} kept aside in lost_and_found"
+            lines.append(line)
+        for name, n in self.not_copied.items():
+            lines.append(f"{name}: lost {'all' if n is None else f'{n:,} of {n:,}'} (not copied)")
+        if self.placeholder_sessions:
+            lines.append(
+                f"{self._placeholders()} created (not recovered rows) so that messages "
+                "whose session was lost still have one: source 'recovered', title "
+                f"{PLACEHOLDER_TITLE.format(n='N')!r}; their ids are in the "
+                "JSON report (once installed: hermes sessions list --source recovered)"
+            )
+        if self.pages_missing:
+            lines.append(
+                f"The file is cut short: {self.pages_missing:,} pages its header counts are "
+                "missing from its end"
+            )
+        return lines
+
+    def _placeholders(self) -> str:
+        """Say how many placeholder sessions were made, in words."""
+        n = self.placeholder_sessions
+        return f"{n:,} placeholder session" + ("" if n == 1 else "s")
 
     @property
     def complete(self) -> bool:
@@ -244,8 +356,11 @@ class RecoveryReport:
             "not_copied": dict(self.not_copied),
             "objects_not_recreated": dict(self.objects_not_recreated),
             "skipped_ranges": [r.to_dict() for r in self.skipped_ranges],
+            "totals": self.totals().to_dict(),
             "placeholder_sessions": self.placeholder_sessions,
+            "placeholder_session_ids": list(self.placeholder_ids),
             "parents_cleared": self.parents_cleared,
+            "pages_missing": self.pages_missing,
             "range_queries": self.range_queries,
             "verification": self.verification.to_dict(),
             "notes": list(self.notes),
@@ -272,6 +387,20 @@ def write_report(report: RecoveryReport, path: Path) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def _rows(n: int) -> str:
+    """Say how many rows, in words."""
+    return f"{n:,} row" if n == 1 else f"{n:,} rows"
+
+
+def _uncounted(result: TableResult, report: RecoveryReport) -> bool:
+    """Tell whether rows of a table may sit where no figure counts them (an unreadable span
+    with no end known, or an unreadable page of its b-tree)."""
+    if result.expected_basis == "count" or "tree" in result.figures:
+        return False  # counted, or the unreadable pages' rows were estimated
+    wide = any(r.table == result.name and not r.bounded for r in report.skipped_ranges)
+    return wide or result.rowids_open or bool(result.unreadable_pages)
 
 
 def table_status(result: TableResult, report: RecoveryReport) -> str:

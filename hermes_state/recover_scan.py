@@ -207,6 +207,10 @@ class RangeReader:
         if row is not None and row[0] is not None:
             hi = int(row[0]) if hi is None else max(hi, int(row[0]))
             lo = 1 if lo is None else min(lo, 1)  # AUTOINCREMENT hands out rowids from 1
+        else:
+            # Only the indexes bound the span, and they may have lost their end too: rows
+            # past it cannot be counted by rowid.
+            self.result.rowids_open = True
         return None if lo is None or hi is None else (lo, hi)
 
     def _read_points(self, first: int, last: int, error: str) -> None:

@@ -169,6 +169,7 @@ def copy_bundle(source: Path, work: Path, report: RecoveryReport) -> Path:
 
 def open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     """Open the work copy for reading, repairing what stands in the way of reading it."""
+    report.pages_missing = _pages_missing(path)
     repair = pages.repair_header(path, wal=companion(path, "-wal").exists())
     report.header_fixes = list(repair.fixes)
     report.header_rewritten = bool(repair.fixes)
@@ -184,8 +185,26 @@ def open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     return conn
 
 
+def _pages_missing(path: Path) -> int:
+    """Return how many pages the copy's header counts past the end of its file (cut short)."""
+    with open(path, "rb") as f:  # the private copy
+        header = f.read(100)
+    if len(header) < 100 or header[:16] != SQLITE_MAGIC:
+        return 0
+    if header[92:96] != header[24:28]:
+        return 0  # SQLite ignores the size field unless it was written with this change counter
+    raw = int.from_bytes(header[16:18], "big")
+    size = 65536 if raw == 1 else raw
+    if size < 512 or size & (size - 1):
+        return 0
+    stated = int.from_bytes(header[28:32], "big")
+    return max(0, stated - os.stat(path).st_size // size)
+
+
 def _connect_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     """Connect to the work copy and read its schema (writable_schema if needed)."""
+    with open(path, "rb") as f:  # the private copy
+        rollback = f.read(20)[18:19] == b"\x01"  # the header's file format: not a WAL store
     # As a URI: VACUUM INTO on this connection then takes a target of any name (file_uri).
     conn = sqlite3.connect(file_uri(path), uri=True, isolation_level=None)
     # Damaged text must not hide the rest of its row: undecodable bytes become U+FFFD.
@@ -195,6 +214,13 @@ def _connect_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | No
         # committed content (this writes only the private copy).
         with contextlib.suppress(sqlite3.DatabaseError):
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        if rollback:
+            # A -wal beside a rollback-journal file puts this connection in WAL mode, but a
+            # later one may open the file in rollback mode once the WAL is empty: that one then
+            # waits for an exclusive lock this WAL connection's shared lock never lets go of
+            # (the search-index check hung so). Its frames are folded in: go back to rollback.
+            with contextlib.suppress(sqlite3.DatabaseError):
+                conn.execute("PRAGMA journal_mode=DELETE").fetchall()
         conn.execute("PRAGMA query_only=ON")
         try:
             conn.execute("SELECT name FROM sqlite_master").fetchall()

@@ -18,6 +18,7 @@ from typing import Any
 from hermes_state import cjk, fts, lost_and_found, pages, schema
 from hermes_state.connection import Store, create_bare_store, open_store
 from hermes_state.recover_report import (
+    PLACEHOLDER_TITLE,
     Progress,
     RecoveryReport,
     TableResult,
@@ -58,7 +59,6 @@ FALLBACK_TABLES = (
 
 CHUNK_ROWS = 2000  # rows written per transaction
 MAX_REJECT_SAMPLES = 20  # refusals quoted in a table's errors
-PLACEHOLDER_TITLE = "[recovered {n}] session metadata was unreadable"
 
 # A row as read from the source and written to the target: its rowid, then its values in the
 # order of the writer's columns.
@@ -400,8 +400,11 @@ def _execute(sql: str, conn: sqlite3.Connection) -> None:
     conn.execute(sql)
 
 
-def reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Give orphaned messages/usage a placeholder session; clear dangling parents."""
+def reconcile_orphans(conn: sqlite3.Connection) -> tuple[list[str], int]:
+    """Give orphaned messages/usage a placeholder session; clear dangling parents.
+
+    Return the placeholder sessions' ids and how many parent links were cleared.
+    """
     orphans: dict[str, tuple[float | None, int]] = {}
     for sid, first, n in conn.execute(
         "SELECT m.session_id, MIN(m.timestamp), COUNT(*) FROM messages m "
@@ -441,7 +444,7 @@ def reconcile_orphans(conn: sqlite3.Connection) -> tuple[int, int]:
         "UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IS NOT NULL "
         "AND NOT EXISTS (SELECT 1 FROM sessions p WHERE p.id = sessions.parent_session_id)"
     ).rowcount
-    return len(orphans), cleared
+    return [str(sid) for sid in sorted(orphans, key=str)], cleared
 
 
 def target_tables(store: Store) -> list[str]:

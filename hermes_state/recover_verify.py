@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Collection
 from pathlib import Path
 
 from hermes_state import cjk, fts, schema
 from hermes_state.connection import Store
+from hermes_state.errors import is_lock_error
 from hermes_state.recover_report import (
     RecoveryReport,
     Verification,
@@ -20,27 +22,47 @@ from hermes_state.recover_source import (
 )
 from hermes_state.sql import quote
 
+# How long a check waits for a lock another connection of the recovery holds: the longest
+# statement of theirs it may meet is the VACUUM INTO of a whole store (about 100 MB/s).
+CHECK_BUSY_S = 300.0
+CHECK_LIMIT_S = 3600.0  # how long the search-index checks of one store may run in all
+STOP_GRACE_S = 10.0  # how long an interrupted check has to stop
+
 
 class IndexCheck:
-    """FTS5's integrity checks of a healthy source copy, run in a thread during the copy.
+    """FTS5's integrity checks of a store file, run in a thread beside the recovery's own work.
 
-    VACUUM INTO copies the indexes' shadow tables row for row, so the copy's deep checks (each
-    index against the messages it covers) hold for the target too; the target's own b-trees
-    and the indexes' row sets are checked on the target itself.
+    Started on a healthy source copy during its whole copy: VACUUM INTO copies the indexes'
+    shadow tables row for row, so the copy's deep checks (each index against the messages it
+    covers) hold for the target too; the target's own b-trees and the indexes' row sets are
+    checked on the target itself. Nothing waits for it without bound: past its deadline it is
+    interrupted, and a check that could not finish says so (``incomplete``) instead of passing.
     """
 
-    def __init__(self, copy: Path, tables: Collection[str] | None = None) -> None:
+    def __init__(
+        self,
+        copy: Path,
+        tables: Collection[str] | None = None,
+        *,
+        busy_s: float = CHECK_BUSY_S,
+        limit_s: float = CHECK_LIMIT_S,
+    ) -> None:
         self.copy = copy
         self.tables = tables  # the FTS5 tables checked here (None: all of them)
+        self.busy_s = busy_s
+        self.limit_s = limit_s
+        self.deadline = time.monotonic() + limit_s
         self.result: list[str] | BaseException | None = None
+        self.incomplete: str | None = None  # why the checks could not run to the end
         self.conn: sqlite3.Connection | None = None
         self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="recover-fts-check")
+        # A daemon: a check that does not stop when interrupted must not keep the process alive.
+        self.thread = threading.Thread(target=self._run, name="recover-fts-check", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         try:
-            conn = self.conn = sqlite3.connect(self.copy, isolation_level=None, timeout=600)
+            conn = self.conn = sqlite3.connect(self.copy, isolation_level=None, timeout=self.busy_s)
         except BaseException as exc:
             self.result = exc
             return
@@ -55,23 +77,43 @@ class IndexCheck:
             conn.close()
 
     def wait(self) -> None:
-        """Wait for the checks to end, whatever they found."""
-        self.thread.join()
+        """Wait for the checks to end, at most until their deadline (then stop them)."""
+        self.thread.join(max(0.0, self.deadline - time.monotonic()))
+        if self.thread.is_alive():
+            self._stop(f"it did not finish within {self.limit_s:g} s")
 
     def cancel(self) -> None:
-        """Stop the checks (their result is not wanted) and wait for the thread."""
-        self.ready.wait()
+        """Stop the checks (their result is not wanted) and wait for the thread, briefly."""
+        self._stop("it was cancelled")
+
+    def _stop(self, why: str) -> None:
+        """Interrupt the checks and give the thread a moment to end."""
+        if self.incomplete is None:
+            self.incomplete = why
+        self.ready.wait(STOP_GRACE_S)
         if self.conn is not None:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.interrupt()
-        self.thread.join()
+        self.thread.join(STOP_GRACE_S)
 
     def problems(self) -> list[str]:
-        """Wait for the checks and return the problems they found."""
-        self.thread.join()
+        """Wait for the checks and return the problems they found (see ``incomplete`` too)."""
+        self.wait()
+        if self.incomplete is not None:
+            return []
+        if isinstance(self.result, sqlite3.OperationalError) and (
+            is_lock_error(self.result) or "interrupt" in str(self.result).lower()
+        ):
+            self.incomplete = f"{self.result} (after waiting {self.busy_s:g} s for a lock)"
+            return []
         if isinstance(self.result, BaseException):
             raise self.result
         return list(self.result or [])
+
+    def describe(self) -> str:
+        """Name what this check covers, for a report that it could not complete."""
+        names = ", ".join(sorted(self.tables)) if self.tables else "every search index"
+        return f"the FTS5 integrity-check of {names} could not complete: {self.incomplete}"
 
 
 def verify(
@@ -102,7 +144,9 @@ def verify(
             check.wait()
     for check in checks:
         problems.extend(check.problems())
-    v.fts_checked = True
+        if check.incomplete is not None:
+            v.incomplete.append(check.describe())
+    v.fts_checked = not v.incomplete
     v.fts_problems = list(dict.fromkeys(str(p) for p in problems))
     v.schema_version = schema.stored_version(conn)
     for name, t in report.tables.items():

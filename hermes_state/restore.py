@@ -9,6 +9,10 @@ calls it; a store (state.db) must carry a Hermes schema a known release writes, 
 or view outside the ones those releases define. The space the whole restore needs (scratch
 copies, the copy of the replaced store, the journal of the write) is checked first.
 
+A store file instead of an archive (what `hermes sessions recover --to NEW.db` writes, or a
+``state.db.pre-restore-*`` copy) goes through the same checks as an archive's store, on a copy
+SQLite takes of it, and is installed the same way.
+
 Then ``prepare_restore`` returns a plan (sessions, messages and size of each store before and
 after) for the caller to show and confirm; ``apply`` keeps each replaced store as a dated
 ``state.db.pre-restore-<stamp>`` copy, writes the databases through SQLite's backup API (same
@@ -20,10 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shutil
 import sqlite3
+import time
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -41,8 +48,10 @@ from hermes_state.backup import (
     DatabaseFacts,
     Staged,
     UnsafeArchiveError,
+    check_database,
     check_members,
     is_store_name,
+    is_vault_name,
     member_is_database,
     read_manifest,
     stage_members,
@@ -50,6 +59,7 @@ from hermes_state.backup import (
 from hermes_state.connection import (
     is_open_in_process,
     read_only_uri,
+    refuse_write_protected,
     resolve_store_path,
     secure_store_files,
 )
@@ -60,12 +70,14 @@ from hermes_state.errors import (
     translate_os_error,
     translate_sqlite_error,
 )
-from hermes_state.home import ensure_private_dir
+from hermes_state.home import STORE_FILE, ensure_private_dir
+from hermes_state.snapshot import sqlite_snapshot
 from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, companion, store_files
 from hermes_state.workdirs import WorkDir, make_work_dir, remove_stale_work_dirs
 
 READ_TIMEOUT_S = 10.0
 SPACE_MARGIN_BYTES = 1 << 20
+MAX_REPORT_BYTES = 16 << 20  # a recovery report beside a store file (read for its verdict)
 
 
 class NotEnoughSpaceError(BackupError):
@@ -136,6 +148,9 @@ class RestorePlan:
     forced: bool = False
     space_needed: int = 0
     cleaned: list[Path] = field(default_factory=list)  # scratch left by killed restores
+    source: str = "archive"  # "archive" (a hermes backup) or "database" (a store file)
+    check_s: float = 0.0  # how long checking and staging took
+    vault_left_out: list[str] = field(default_factory=list)  # the archive's, with --no-vault
 
     @property
     def stores(self) -> list[DatabaseChange]:
@@ -157,6 +172,9 @@ class RestorePlan:
             "forced": self.forced,
             "space_needed": self.space_needed,
             "cleaned": [str(p) for p in self.cleaned],
+            "source": self.source,
+            "check_s": round(self.check_s, 3),
+            "vault_left_out": list(self.vault_left_out),
         }
 
 
@@ -176,6 +194,7 @@ class RestoreResult:
     pre_restore: dict[str, Path] = field(default_factory=dict)  # name -> copy of what was there
     # Copies earlier restores kept beside the same stores (never removed by a restore).
     earlier_copies: list[tuple[Path, int]] = field(default_factory=list)
+    duration_s: float = 0.0  # how long writing took (the checks are in the plan's check_s)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form."""
@@ -191,6 +210,7 @@ class RestoreResult:
             "changes": [c.to_dict() for c in self.changes],
             "pre_restore": {k: str(v) for k, v in self.pre_restore.items()},
             "earlier_copies": [{"path": str(p), "bytes": n} for p, n in self.earlier_copies],
+            "duration_s": round(self.duration_s, 3),
         }
 
 
@@ -430,16 +450,32 @@ class PreparedRestore:
         if self._done:
             raise BackupError("This restore was already applied or discarded")
         plan = self.plan
+        started = time.monotonic()
         try:
             if not plan.forced:
                 holders = _holders([d.dest for d in plan.databases])
                 if holders:
                     raise StoreBusyError(f"Another process has the store open: {holders}")
-            result = _apply(plan, self._staged, self._dests, self._modes, self._work.path)
+            with _vault_locks(plan):
+                result = _apply(plan, self._staged, self._dests, self._modes, self._work.path)
         finally:
             self._done = True
             self._work.remove()
+        result.duration_s = time.monotonic() - started
         return result
+
+
+@contextlib.contextmanager
+def _vault_locks(plan: RestorePlan) -> Iterator[None]:
+    """Hold the vault lock of every profile whose vault stores the restore writes, so no
+    `hermes vault move` or `return` runs between them (refused when one is running)."""
+    from hermes_state.vault import vault_lock
+
+    homes = sorted({c.dest.parent.parent for c in plan.databases if is_vault_name(c.name)})
+    with contextlib.ExitStack() as stack:
+        for home in homes:
+            stack.enter_context(vault_lock(home))
+        yield
 
 
 def prepare_restore(
@@ -448,29 +484,62 @@ def prepare_restore(
     *,
     force: bool = False,
     max_member_bytes: int = MAX_MEMBER_BYTES,
+    vault: bool = True,
 ) -> PreparedRestore:
-    """Check and stage an archive for a restore into home; nothing in home changes yet."""
+    """Check and stage an archive or a store file for a restore into home (nothing changes).
+
+    vault: restore the archive's vault stores too (as the store is: checked, the replaced ones
+    kept as vault/<YYYY>.db.pre-restore-<stamp>); without it they are left out and the home's
+    vault stays as it is.
+    """
+    started = time.monotonic()
     archive = Path(archive).expanduser().absolute()
     home = Path(home).expanduser().absolute()
+    if not archive.name.lower().endswith(".zip") and is_database_file(archive):
+        prepared = _prepare_database(archive, home, force=force)
+    else:
+        prepared = _prepare_archive(
+            archive, home, force=force, max_member_bytes=max_member_bytes, vault=vault
+        )
+    prepared.plan.check_s = time.monotonic() - started
+    return prepared
+
+
+def _prepare_archive(
+    archive: Path, home: Path, *, force: bool, max_member_bytes: int, vault: bool = True
+) -> PreparedRestore:
+    """Check and stage a backup archive (every member; the vault's only with vault) for a
+    restore into home."""
     try:
         zf = zipfile.ZipFile(archive)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise BackupError(f"{archive} is not a readable zip archive: {exc}") from exc
+        raise BackupError(
+            f"{archive} is neither a readable backup archive (zip) nor a store file (SQLite): "
+            f"{exc}",
+            hint="Give an archive `hermes backup` wrote (see `hermes backup list`) or a store "
+            "file such as the copy `hermes sessions recover --to NEW.db` wrote.",
+        ) from exc
     with zf:
         # Every member is judged before the first byte is written anywhere.
         files = check_members(zf, max_member_bytes)
         manifest = read_manifest(zf)
+        left_out = [] if vault else sorted(i.filename for i in files if is_vault_name(i.filename))
+        if left_out:
+            files = [i for i in files if not is_vault_name(i.filename)]
+            listed = {k: v for k, v in manifest["members"].items() if not is_vault_name(k)}
+            manifest = {**manifest, "members": listed}
         members = [i for i in files if i.filename != MANIFEST]
         dests = {i.filename: _destination(home, i.filename) for i in members}
         modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in members}
         db_dests = [dests[i.filename] for i in members if member_is_database(i.filename)]
         for dest in db_dests:
             guard.check_store_path(dest)
+            refuse_write_protected(dest)
         holders = _holders(db_dests)
         if holders and not force:
             raise StoreBusyError(f"Another process has the store open: {holders}")
         current = {
-            i.filename: _current(dests[i.filename], is_store_name(i.filename))
+            i.filename: _current(dests[i.filename], _is_store(i.filename))
             for i in members
             if member_is_database(i.filename)
         }
@@ -500,6 +569,7 @@ def prepare_restore(
                 forced=force,
                 space_needed=need,
                 cleaned=cleaned,
+                vault_left_out=left_out,
             )
             for n, info in enumerate(members):
                 name = info.filename
@@ -512,15 +582,12 @@ def prepare_restore(
                         facts.sessions, facts.messages, os.stat(staged.paths[name]).st_size
                     )
                     if facts.legacy:
-                        notes.append(
-                            "in the layout older versions of hermes wrote: run `hermes db "
-                            "migrate` after the restore so the agent can write to it"
-                        )
+                        notes.append(LEGACY_NOTE)
                     plan.databases.append(
                         DatabaseChange(
                             name,
                             dest,
-                            is_store_name(name),
+                            _is_store(name),
                             cur.state if cur.exists else None,
                             after,
                             cur.problem,
@@ -541,6 +608,122 @@ def prepare_restore(
                     home.rmdir()
             raise
     return PreparedRestore(plan, work, staged, dests, modes, created_home)
+
+
+def _is_store(name: str) -> bool:
+    """Tell whether a member is a Hermes store: the profile's state.db or a vault store."""
+    return is_store_name(name) or is_vault_name(name)
+
+
+LEGACY_NOTE = (
+    "in the layout older versions of hermes wrote: run `hermes db migrate` after the restore "
+    "so the agent can write to it"
+)
+
+
+def is_database_file(path: Path) -> bool:
+    """Tell, through SQLite only, whether path is an SQLite database (it may be a live store)."""
+    if not path.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(read_only_uri(path) + "&immutable=1", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return True
+    except sqlite3.DatabaseError as exc:
+        return "not a database" not in str(exc).lower()  # a damaged one is still a database
+    finally:
+        conn.close()
+
+
+def _recovery_notes(source: Path) -> list[str]:
+    """Say what the report `hermes sessions recover` left beside the file tells of its losses."""
+    report = source.with_name(source.name + ".recovery.json")
+    try:
+        if os.stat(report).st_size > MAX_REPORT_BYTES:
+            return []
+        data = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or not data.get("partial"):
+        return []
+    ranges = data.get("skipped_ranges")
+    lost = data.get("not_copied")
+    what = []
+    if isinstance(ranges, list) and ranges:
+        what.append(f"{len(ranges)} row range(s) could not be read")
+    if isinstance(lost, dict) and lost:
+        what.append(f"tables not copied: {', '.join(map(str, lost))}")
+    accepted = "accepted with --allow-partial" if data.get("accepted") else "not accepted"
+    return [
+        f"the recovery that wrote it was partial ({'; '.join(what) or 'see its report'}; "
+        f"{accepted}); report: {report}"
+    ]
+
+
+def _prepare_database(source: Path, home: Path, *, force: bool) -> PreparedRestore:
+    """Check and stage a store file for a restore as home's state.db (an archive's checks)."""
+    # The checks run on a consistent copy SQLite takes: intact, a schema a release writes, no
+    # foreign trigger or view, sound search indexes.
+    name = STORE_FILE
+    dest = _destination(home, name)
+    if os.path.lexists(dest) and os.path.samefile(source, dest):
+        raise BackupError(
+            f"{source} is the store a restore would replace",
+            hint="Give the file to install instead, for example the copy `hermes sessions "
+            "recover --to NEW.db` wrote.",
+        )
+    guard.check_store_path(dest)
+    refuse_write_protected(dest)
+    holders = _holders([dest])
+    if holders and not force:
+        raise StoreBusyError(f"Another process has the store open: {holders}")
+    cur = _current(dest, True)
+    size = _file_bytes(source)
+    old = _file_bytes(dest) if os.path.lexists(dest) else 0
+    # A staged copy, a copy of the replaced store, the journal of the write, a page-size copy.
+    need = SPACE_MARGIN_BYTES + size + old + max(old, size) + (size if cur.wal else 0)
+    free = _free_bytes(home)
+    if need > free:
+        raise NotEnoughSpaceError(
+            f"Refusing {source}: installing it needs {need} bytes (a checked copy, a copy of "
+            f"the replaced store and the write's journal) but only {free} bytes are free "
+            f"under {home}"
+        )
+    created_home = not home.exists()
+    ensure_private_dir(home)
+    cleaned = remove_stale_work_dirs(home, (RESTORE_WORK_PREFIX,))
+    work = make_work_dir(home, RESTORE_WORK_PREFIX)
+    try:
+        staged_path = work.path / "0.member"
+        try:
+            sqlite_snapshot(source, staged_path)
+        except sqlite3.Error as exc:
+            raise BackupError(f"{source} cannot be read as a database: {exc}") from exc
+        facts = check_database(staged_path, store=True)
+        if facts.problems:
+            raise BackupError(f"{source} failed verification: " + "; ".join(facts.problems[:10]))
+        notes = _align(staged_path, facts, cur, work.path, 0)
+        if facts.legacy:
+            notes.append(LEGACY_NOTE)
+        notes += _recovery_notes(source)
+        after = StoreState(facts.sessions, facts.messages, os.stat(staged_path).st_size)
+        before = cur.state if cur.exists else None
+        plan = RestorePlan(
+            source, home, forced=force, space_needed=need, cleaned=cleaned, source="database"
+        )
+        plan.databases.append(DatabaseChange(name, dest, True, before, after, cur.problem, notes))
+        plan.holders = holders
+        staged = Staged(paths={name: staged_path}, facts={name: facts})
+    except BaseException:
+        work.remove()
+        if created_home:
+            with contextlib.suppress(OSError):
+                home.rmdir()
+        raise
+    return PreparedRestore(plan, work, staged, {name: dest}, {name: 0o600}, created_home)
 
 
 def _text(value: Any) -> str | None:
@@ -605,7 +788,8 @@ def _install_db(staged: Path, dest: Path) -> None:
     """Write a staged database into dest through the backup API (same inode when it exists)."""
     guard.check_store_path(dest)
     ensure_private_dir(dest.parent)
-    if not os.path.lexists(dest):
+    created = not os.path.lexists(dest)
+    if created:
         # A stale WAL without its database would be replayed onto the new file.
         for side in store_files(dest, SIDECAR_SUFFIXES):
             if os.path.lexists(side):
@@ -617,7 +801,8 @@ def _install_db(staged: Path, dest: Path) -> None:
         if is_lock_error(exc):
             raise StoreBusyError(f"{dest.name} stayed locked during the restore: {exc}") from exc
         raise
-    secure_store_files(dest)
+    if created:
+        secure_store_files(dest)  # ours; a store that was there keeps the mode it had
 
 
 def _restore_file(staged: Path, dest: Path, mode: int) -> None:

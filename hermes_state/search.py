@@ -30,6 +30,13 @@ scoring all of them (~0.9 s for half of 1 M rows). So ``sort="rank"`` collects t
 every match. The trigram and scan routes cannot rank: their hits come newest first, and
 ``strict_sort=True`` turns that into :class:`SortUnavailableError` instead.
 
+**Exclusions and counts.** A query's wanted terms choose its route; its exclusions (``-word``,
+``NOT word``) are one check added to every source of every route
+(:func:`hermes_state.query.exclusion_sql`), so whichever index answers, the same messages are
+left out. A result says how many messages match, in how many sessions: a walk goes on to its
+``COUNT_AHEAD``-th match (a ranked one collects that many anyway), and the counts are exact
+(``complete``) when it examined every candidate; ``complete=True`` counts every match in SQLite.
+
 Hits carry the documented ``HIT_KEYS``; ``context`` is the hit in its surroundings: the visible
 message (same visibility rules as the hits) just before it in its session, the hit itself and
 the one just after, each ``{id, role, content}`` with content cut to ``CONTEXT_CHARS``. A
@@ -48,7 +55,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
@@ -59,9 +66,14 @@ from hermes_state.query import (
     MAX_QUERY_CHARS as MAX_QUERY_CHARS,
     MIN_PREFIX_CHARS as MIN_PREFIX_CHARS,
     Query,
+    QueryProblem as QueryProblem,
     Term,
+    exclusion_sql,
     parse_query as parse_query,
     query_like,
+    query_problem as query_problem,
+    query_warnings as query_warnings,
+    register_functions,
     sanitize_fts5_query as sanitize_fts5_query,
     tame_prefixes,
     term_like,
@@ -73,6 +85,7 @@ if TYPE_CHECKING:
     from hermes_state.connection import Store
 
 RANK_CANDIDATES = 2000  # larger match sets are ranked among their newest N matches
+COUNT_AHEAD = RANK_CANDIDATES  # matches a newest/oldest walk finds, to say how many there are
 SEARCH_BUDGET_STEPS = 2_000_000  # SQLite VM steps one search may spend (~200,000 candidates)
 PROGRESS_STEPS = 1000  # VM steps between progress-handler calls
 FIRST_WINDOW_IDS = 1024  # the walk's first id window; each next one is twice as large...
@@ -114,6 +127,9 @@ class SearchResult(list[dict[str, Any]]):
     before it had the hits asked for; then ``examined`` of ``candidates`` were examined (the
     candidates an index or scan offered, before filters), every one sent at or after
     ``searched_back_to`` (a message timestamp; before it for sort="oldest").
+    ``matches`` and ``sessions``: how many messages match and in how many sessions; exact when
+    ``complete``, else lower bounds (the walk stopped at its COUNT_AHEAD-th match, or at the
+    work budget, before it had examined every candidate).
     """
 
     def __init__(
@@ -127,6 +143,9 @@ class SearchResult(list[dict[str, Any]]):
         examined: int | None = None,
         candidates: int | None = None,
         searched_back_to: float | None = None,
+        matches: int = 0,
+        sessions: int = 0,
+        complete: bool = True,
     ) -> None:
         """Wrap the hits with how they were found."""
         super().__init__(hits)
@@ -137,6 +156,9 @@ class SearchResult(list[dict[str, Any]]):
         self.examined = examined
         self.candidates = candidates
         self.searched_back_to = searched_back_to
+        self.matches = matches
+        self.sessions = sessions
+        self.complete = complete
 
 
 @dataclass(frozen=True)
@@ -355,8 +377,34 @@ def _indexes(conn: sqlite3.Connection) -> _Indexes:
 
 
 def _scan(query: Query, window: tuple[int, int] | None = None) -> _Source:
-    """A LIKE scan of the messages (of a window, when given) for the whole query."""
+    """A LIKE scan of the messages (of a window, when given) for the query's wanted terms."""
     return _Source(None, ("1", ()), query_like(query), window=window)
+
+
+def _scan_route(query: Query) -> _Route:
+    """The route of a whole-store scan, with the query's exclusions."""
+    return _excluding(_Route("scan", [_scan(query)]), query)
+
+
+def _excluding(route: _Route, query: Query) -> _Route:
+    """Add the query's exclusions to the check of every source of the route.
+
+    One check, the same on every route (see query.exclusion_sql): which index answers never
+    changes what is left out.
+    """
+    sql, params = exclusion_sql(query.exclusions())
+    if sql == "1":
+        return route
+    sources = [
+        replace(
+            s,
+            check=(sql, params)
+            if s.check[0] == "1"
+            else (f"({s.check[0]}) AND {sql}", (*s.check[1], *params)),
+        )
+        for s in route.sources
+    ]
+    return replace(route, sources=sources)
 
 
 def _with_gap(sources: list[_Source], query: Query, idx: _Indexes) -> list[_Source]:
@@ -379,9 +427,9 @@ def _word_route(query: Query, idx: _Indexes) -> _Route:
 
 
 def _trigram_phrase(term: Term) -> str | None:
-    """Return the trigram-index phrase that finds a positive term as a substring (None when the
-    term is negated or too short for trigrams)."""
-    if term.negated or len(term.text) < TRIGRAM_MIN_CHARS:
+    """Return the trigram-index phrase that finds a wanted term as a substring (None when the
+    term is too short for trigrams)."""
+    if len(term.text) < TRIGRAM_MIN_CHARS:
         return None
     return '"' + term.text.replace('"', '""') + '"'
 
@@ -408,7 +456,7 @@ def _trigram_group(group: Sequence[Term]) -> tuple[_Sql, _Sql]:
         if phrase is not None:
             phrases.append(f"content : {phrase}")
             continue  # the index answers this term exactly
-        # Short and negated terms are checked exactly on the candidates.
+        # Short terms are checked exactly on the candidates.
         sql, p = term_like(term)
         extra.append(sql)
         extra_params.extend(p)
@@ -444,9 +492,9 @@ def _cjk_parts(query: Query) -> tuple[list[str], list[_Sql]] | None:
     checks: list[_Sql] = []
     for term in query.groups[0]:
         runs = cjk.cjk_runs(term.text)
-        if term.negated or not runs:
-            # Negations and words without CJK are checked on the candidate rows.
-            if runs or term.searchable:
+        if not runs:
+            # Words without CJK are checked on the candidate rows.
+            if term.searchable:
                 checks.append(term_like(term))
             continue
         match.extend(cjk.cjk_match_expr(run) for run in runs)
@@ -492,7 +540,16 @@ def _indexed_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route | N
 
 def _routes(query: Query, idx: _Indexes, filters: _Filters) -> Iterator[_Route]:
     """Yield the routes to try, in order: the next one serves when one finds nothing (each is
-    built only when it is reached: most searches end at the first)."""
+    built only when it is reached: most searches end at the first).
+
+    The wanted terms choose the route; the exclusions are the same check on every one.
+    """
+    for route in _wanted_routes(query.wanted(), idx, filters):
+        yield _excluding(route, query)
+
+
+def _wanted_routes(query: Query, idx: _Indexes, filters: _Filters) -> Iterator[_Route]:
+    """Yield the routes of a query of wanted terms only (see _routes)."""
     if idx.stale or not idx.word:
         yield _Route("scan", [_scan(query)])
         return
@@ -829,9 +886,15 @@ def _run(
     if sort == "rank" and route.sources[0].rankable:
         return _ranked(conn, route, filters, idx, need, complete=complete, budget=budget)
     newest = sort != "oldest"
-    walk = _walk(conn, route, filters, idx, newest=newest, need=need, budget=budget)
+    # The walk goes on past the page, as a ranked one does, so the result can say how many
+    # matches there are.
+    walk = _walk(
+        conn, route, filters, idx, newest=newest, need=max(need, COUNT_AHEAD), budget=budget
+    )
+    if walk.stopped and len(walk.ids) >= need:
+        walk.stopped = False  # every hit asked for was found: only the count stopped short
     first = {i for i in walk.ids if walk.by_source[i] == 0}
-    return _Found(walk.ids, "newest" if newest else "oldest", route, walk, first)
+    return _Found(walk.ids[:need], "newest" if newest else "oldest", route, walk, first)
 
 
 def _find(
@@ -855,7 +918,7 @@ def _find(
             if route.name == "scan" or not _fts_failed(exc):
                 raise
             # A foreign or damaged index: fail open to a scan.
-            scan = _Route("scan", [_scan(query)])
+            scan = _scan_route(query)
             found = _run(conn, scan, filters, idx, sort, need, complete=complete, budget=budget)
         if found.ids or not found.walk.exhausted:
             break
@@ -1106,7 +1169,8 @@ def search_messages(
         sort = "rank"
     parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
     limit, offset = max(0, int(limit)), max(0, int(offset))
-    if not parsed.groups or limit == 0:
+    if not parsed.wanted().groups or limit == 0:
+        # Nothing wanted (only exclusions are no search: see query.query_problem).
         return SearchResult(ordering=sort, route="none")
     filters = _filters(
         store,
@@ -1121,6 +1185,7 @@ def search_messages(
     )
     need = offset + limit
     with store.snapshot() as conn:
+        register_functions(conn)
         idx = _indexes_of(store)
         with _Budget(conn, None if complete else SEARCH_BUDGET_STEPS) as budget:
             found = _find(
@@ -1147,12 +1212,16 @@ def search_messages(
                 with_context=context,
             )
         ]
+        matches, sessions, counted = _tally(conn, found, filters, complete=complete)
         result = SearchResult(
             hits,
             ordering=found.ordering,
             route=found.route.name,
             partial=found.walk.stopped,
             ranked=found.ranked,
+            matches=matches,
+            sessions=sessions,
+            complete=counted,
         )
         if found.walk.stopped:
             newest = sort != "oldest"
@@ -1163,6 +1232,45 @@ def search_messages(
 
 
 # --- counting -------------------------------------------------------------------------------
+
+
+def _sessions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> int:
+    """Count the distinct sessions of the messages with these ids."""
+    seen: set[Any] = set()
+    for at in range(0, len(ids), HITS_PER_STATEMENT):
+        chunk = ids[at : at + HITS_PER_STATEMENT]
+        rows = conn.execute(
+            f"SELECT DISTINCT session_id FROM messages WHERE id IN ({marks(len(chunk))})", chunk
+        )
+        seen.update(r[0] for r in rows)
+    return len(seen)
+
+
+def _tally(
+    conn: sqlite3.Connection, found: _Found, filters: _Filters, *, complete: bool
+) -> tuple[int, int, bool]:
+    """Return (matches, sessions, exact) of a search, from its walk or, for --all, from SQLite.
+
+    The walk's ids are every match when it examined every candidate; else a lower bound.
+    """
+    walk = found.walk
+    if walk.exhausted and not (complete and found.ordering == "rank"):
+        return len(walk.ids), _sessions_of(conn, walk.ids), True
+    if complete:
+        # A complete ranked search ranked its index matches in SQL: its walk saw only the rest.
+        parts: list[str] = []
+        params: list[Any] = []
+        for source in found.route.sources:
+            select, _, p = _source_select(source, filters)
+            parts.append(select)
+            params += p
+        row = conn.execute(
+            "SELECT count(*), count(DISTINCT t.session_id) FROM messages t "
+            f"WHERE t.id IN ({' UNION '.join(parts)})",
+            params,
+        ).fetchone()
+        return int(row[0]), int(row[1]), True
+    return len(walk.ids), _sessions_of(conn, walk.ids), False
 
 
 def _count_route(conn: sqlite3.Connection, route: _Route, filters: _Filters, cap: int) -> int:
@@ -1202,7 +1310,7 @@ def count_matches(
     the count is None.
     """
     parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
-    if not parsed.groups:
+    if not parsed.wanted().groups:
         return MatchCount(0, True, "none")
     filters = _filters(
         store,
@@ -1217,6 +1325,7 @@ def count_matches(
     )
     cap = max(1, int(cap))
     with store.snapshot() as conn:
+        register_functions(conn)
         idx = _indexes_of(store)
         with _Budget(conn, None, seconds=budget_s, should_stop=should_stop) as budget:
             try:
@@ -1239,7 +1348,7 @@ def _count_routes(
         except sqlite3.DatabaseError as exc:
             if route.name == "scan" or not _fts_failed(exc) or "interrupt" in str(exc):
                 raise
-            n, name = _count_route(conn, _Route("scan", [_scan(query)]), filters, cap), "scan"
+            n, name = _count_route(conn, _scan_route(query), filters, cap), "scan"
         if n:
             break
     return n, name

@@ -6,7 +6,7 @@ import json
 import re
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, NamedTuple
 
 from hermes_state import values
@@ -20,7 +20,7 @@ from hermes_state.errors import (
     TitleInUseError,
 )
 from hermes_state.home import named_profile_of
-from hermes_state.lineage import ancestors_in
+from hermes_state.lineage import ancestors_in, tip_in
 from hermes_state.schema import column_names, projection
 from hermes_state.sql import chunks, escape_like, marks
 from hermes_state.text import bindable, scrub_surrogates
@@ -323,6 +323,12 @@ def find_session_exact(store: Store, ref: str) -> str:
     )
 
 
+def continued_as(store: Store, session_id: str) -> str | None:
+    """Return the newest continuation of a session compression ended, or None if it is the tip."""
+    tip = tip_in(store.conn, session_id)
+    return None if tip == session_id else tip
+
+
 # --- titles ---------------------------------------------------------------------------------
 
 _TITLE_STRIP_RE = re.compile(
@@ -573,6 +579,36 @@ def _source_filters(
     return where, params
 
 
+def activity_sql(live: Collection[str], alias: str = "s") -> str:
+    """SQL for a session's last activity, as listings show it: the latest of its start, its
+    last_activity_at and its newest message (the agent's counter can lag foreign writers)."""
+    a = alias
+    parts = [
+        f"{a}.started_at",
+        f"COALESCE((SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = {a}.id),"
+        f" {a}.started_at)",
+    ]
+    if "last_activity_at" in live:
+        parts.append(f"COALESCE({a}.last_activity_at, {a}.started_at)")
+    return f"MAX({', '.join(parts)})"
+
+
+def activity_filters(
+    live: Collection[str], alias: str, after: float | None, before: float | None
+) -> tuple[list[str], list[Any]]:
+    """Return conditions keeping sessions (under alias) last active in [after, before)."""
+    where: list[str] = []
+    params: list[Any] = []
+    activity = activity_sql(live, alias)
+    if after is not None:
+        where.append(f"{activity} >= ?")
+        params.append(float(after))
+    if before is not None:
+        where.append(f"{activity} < ?")
+        params.append(float(before))
+    return where, params
+
+
 def _listing_filters(
     live: tuple[str, ...],
     *,
@@ -584,6 +620,7 @@ def _listing_filters(
     active_since: float | None,
     started_after: float | None = None,
     started_before: float | None = None,
+    active_before: float | None = None,
 ) -> tuple[list[str], list[Any]]:
     """Return the WHERE conditions (alias s) a listing and its count share."""
     where, params = _source_filters(
@@ -596,16 +633,8 @@ def _listing_filters(
         where.append("s.archived = 0")
     if pinned_only:
         where.append("s.pinned <> 0" if "pinned" in live else "0")
-    if active_since is not None:
-        # The same expression as idx_sessions_activity, so the index serves the range.
-        activity = (
-            "COALESCE(s.last_activity_at, s.started_at)"
-            if "last_activity_at" in live
-            else "s.started_at"
-        )
-        where.append(f"{activity} >= ?")
-        params.append(float(active_since))
-    return where, params
+    more, values = activity_filters(live, "s", active_since, active_before)
+    return where + more, params + values
 
 
 def make_preview(text: str | None, ellipsis: str = "…") -> str:
@@ -630,12 +659,15 @@ def list_sessions(
     archived_only: bool = False,
     pinned_only: bool = False,
     active_since: float | None = None,
+    active_before: float | None = None,
+    reverse: bool = False,
 ) -> list[dict[str, Any]]:
-    """Return one page of sessions, newest first, each with preview and last_active.
+    """Return one page of sessions, newest first (oldest first with ``reverse``).
 
-    started_after/started_before (epoch seconds) keep sessions started in [after, before);
-    ``archived_only`` lists archived sessions only, ``pinned_only`` pinned ones only, and
-    ``active_since`` (epoch seconds) those whose last recorded activity is at or after it.
+    Each row has its preview and last_active. started_after/started_before (epoch seconds) keep
+    sessions started in [after, before); active_since/active_before those whose last recorded
+    activity is in [since, before); ``archived_only`` lists archived sessions only and
+    ``pinned_only`` pinned ones only.
     """
     if order not in ("started", "active"):
         raise ValueError(f"order must be 'started' or 'active', not {order!r}")
@@ -648,14 +680,16 @@ def list_sessions(
         archived_only=archived_only,
         pinned_only=pinned_only,
         active_since=active_since,
+        active_before=active_before,
         started_after=started_after,
         started_before=started_before,
     )
     where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
+    way = "ASC" if reverse else "DESC"
     if order == "active" and "last_activity_at" in live:
-        order_sql = "COALESCE({a}.last_activity_at, {a}.started_at) DESC, {a}.id DESC"
+        order_sql = f"COALESCE({{a}}.last_activity_at, {{a}}.started_at) {way}, {{a}}.id {way}"
     else:
-        order_sql = "{a}.started_at DESC, {a}.id DESC"
+        order_sql = f"{{a}}.started_at {way}, {{a}}.id {way}"
     hidden = (
         " AND (display_kind IS NULL OR display_kind <> 'hidden')"
         if "display_kind" in store.columns("messages")
@@ -697,6 +731,7 @@ def count_sessions(
     archived_only: bool = False,
     pinned_only: bool = False,
     active_since: float | None = None,
+    active_before: float | None = None,
 ) -> int:
     """Return how many sessions a listing with these filters would page through."""
     where, params = _listing_filters(
@@ -707,6 +742,7 @@ def count_sessions(
         archived_only=archived_only,
         pinned_only=pinned_only,
         active_since=active_since,
+        active_before=active_before,
         started_after=started_after,
         started_before=started_before,
     )

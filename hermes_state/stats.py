@@ -6,6 +6,7 @@ import os
 import re
 from typing import Any
 
+from hermes_state import usage_report
 from hermes_state.connection import Store
 from hermes_state.schema import stored_version
 from hermes_state.sessions import live_sql
@@ -13,28 +14,31 @@ from hermes_state.sql import quote
 
 
 def usage_by_model(store: Store) -> list[dict[str, Any]]:
-    """Return sessions, tokens and cost summed per model, costliest first."""
-    rows = store.conn.execute(
-        "SELECT model, COUNT(*) AS session_count,"
-        " COALESCE(SUM(input_tokens), 0) AS input_tokens,"
-        " COALESCE(SUM(output_tokens), 0) AS output_tokens,"
-        " COALESCE(SUM(COALESCE(actual_cost_usd, estimated_cost_usd)), 0) AS cost_usd"
-        " FROM sessions WHERE model IS NOT NULL GROUP BY model"
-        " ORDER BY cost_usd DESC, input_tokens + output_tokens DESC"
-    ).fetchall()
-    return [dict(r) for r in rows]
+    """Return sessions, tokens and cost summed per model, costliest first.
+
+    The figures are `hermes usage --by model`'s (hermes_state.usage_report): per-route usage
+    rows, auxiliary calls included, plus what the sessions' own counters hold beyond them; a
+    cost no record knows is None, never 0.
+    """
+    return [
+        {k: g[k] for k in ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")}
+        for g in usage_report.usage_groups(store, "model")
+    ]
 
 
 def top_sessions_by_tokens(store: Store, n: int = 10) -> list[dict[str, Any]]:
-    """Return the n sessions that used the most input+output tokens."""
-    rows = store.conn.execute(
-        "SELECT id, title, model, source,"
-        " COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS total_tokens,"
-        " COALESCE(actual_cost_usd, estimated_cost_usd) AS cost_usd"
-        " FROM sessions ORDER BY total_tokens DESC, started_at DESC LIMIT ?",
-        (int(n),),
-    ).fetchall()
-    return [dict(r) for r in rows]
+    """Return the n sessions that used the most input+output tokens (as `hermes usage` counts)."""
+    return [
+        {
+            "id": g["session_id"],
+            "title": g["title"],
+            "model": g["model"],
+            "source": g["source"],
+            "total_tokens": g["total_tokens"],
+            "cost_usd": g["cost_usd"],
+        }
+        for g in usage_report.usage_groups(store, "session", order="tokens", limit=n)
+    ]
 
 
 def counts_by_source(store: Store) -> list[dict[str, Any]]:

@@ -809,6 +809,7 @@ def fuzz_main(args: list[str]) -> int:
         from typer.testing import CliRunner
 
         from hermes_cli.main import build_app
+        from hermes_state.query import query_problem
 
         app, runner = build_app(), CliRunner()
 
@@ -828,6 +829,9 @@ def fuzz_main(args: list[str]) -> int:
                 return
             if result.exit_code == 2 and not separated:  # text starting with '-' read as a flag
                 assert len(error_lines(result.stderr)) == 1, result.stderr
+                return
+            if result.exit_code == 2 and query_problem(query) is not None:  # refused, not dropped
+                assert len(error_lines(result.stderr)) == 1 and result.stdout == "", result.stderr
                 return
             assert result.exit_code == 0, result.output
             if as_json:

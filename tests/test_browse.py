@@ -10,15 +10,24 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clitools import REPO_ROOT, load_sample, run
+from textual import events
 
 from hermes_cli import browse
 from hermes_cli.browse import Browser, Filters, Request
-from hermes_cli.browse_app import AskScreen, BrowseApp, ConfirmScreen, TranscriptScreen
+from hermes_cli.browse_app import (
+    AskScreen,
+    BrowseApp,
+    ConfirmScreen,
+    HelpScreen,
+    TranscriptScreen,
+    TranscriptView,
+)
 from hermes_state import messages, search, sessions
 from hermes_state.connection import open_store
 
@@ -145,7 +154,7 @@ def test_typing_a_query_shows_the_hits_the_library_finds(store_path: Path) -> No
                 expected = search.search_messages(store, "kettle", archived=False, limit=100)
             assert [r.hit["id"] for r in screen.rows] == [h["id"] for h in expected]
             assert len(screen.rows) == 5
-            status = screen.query_one("#status").content.plain
+            status = screen.query_one("#status").text.plain
             assert "word index" in status and "5 matches" in status and "5 hits shown" in status
             assert screen.latencies_ms  # keystroke-to-results was timed
 
@@ -316,9 +325,10 @@ def test_transcript_screen_shows_every_message_scrolled_to_the_hit(store_path: P
             transcript = app.screen
             await until(pilot, lambda: transcript.loaded)
             assert len(transcript.messages) == 9
-            assert transcript.hit_line is not None and transcript.hit_line > 0
-            log = transcript.query_one("#transcript")
-            assert log.scroll_y > 0  # the early messages are above the top of the screen
+            view = transcript.query_one(TranscriptView)
+            assert view.messages[view.hit_index]["id"] == target
+            first, last = view.visible_range()
+            assert 0 < first <= view.hit_index <= last  # the early ones are above the screen
             await pilot.press("escape")
             await until(pilot, lambda: app.screen is screen)
 
@@ -590,11 +600,12 @@ def test_real_command_in_tmux_searches_as_you_type_and_prints_the_chosen_id(
     }
     exports = " ".join(f"{k}={_sh(v)}" for k, v in env.items())
     command = (
-        f"env {exports} {_sh(sys.executable)} -m hermes_cli sessions browse --print-id"
+        f"env {exports} {_sh(sys.executable)} -m hermes_cli sessions browse --print-id --archived"
         f" > {_sh(str(out))}; echo EXIT=$? >> {_sh(str(out))}"
     )
     with tmux_session(command, tmp_path / "tmux.sock") as screen:
-        wait_for(screen, "12 sessions")
+        first = wait_for(screen, "12 sessions")
+        assert "^G all, archived too" in first  # --archived: the scope starts at all
         screen.keys("-l", "chat-send")
         text = wait_for(screen, "6 matches")
         time.sleep(0.3)
@@ -634,3 +645,393 @@ def test_status_line_of_a_partial_search_says_how_much_was_examined() -> None:
     assert "partial: 107,367 of 472,173 candidates examined" in line
     whole = browse.Results(request, ordering="newest", route="fts")
     assert "partial" not in browse.status_text(whole).plain
+
+
+# --- a long session's transcript: drawn a screenful at a time ------------------------------------
+
+LONG_MESSAGES = 4540  # the operator's session
+LONG_HIT_AT = 4400  # the one message with the word "zeppelin", near the end
+LONG_WORDS = ("docker", "build", "cache", "gateway", "retry", "deploy", "schema", "会議")
+
+
+@pytest.fixture
+def long_store(db_path: Path) -> Path:
+    """One cli session of LONG_MESSAGES messages of realistic length (tool calls among them)
+    with its single 'zeppelin' at LONG_HIT_AT, and the three kettle sessions' neighbour."""
+    import random
+
+    rng = random.Random(7)
+    start = NOW - DAY
+    rows: list[dict[str, Any]] = []
+    for i in range(LONG_MESSAGES):
+        role = ("user", "assistant", "tool")[i % 3]
+        words = [rng.choice(LONG_WORDS) for _ in range(rng.randint(15, 140))]
+        if i == LONG_HIT_AT:
+            words.insert(len(words) // 2, "zeppelin")
+        row: dict[str, Any] = {"role": role, "content": " ".join(words), "timestamp": start + i}
+        if role == "assistant" and i % 2:
+            call = {"name": "terminal", "arguments": LONG_ARGS}
+            row["tool_calls"] = [{"id": f"c{i}", "type": "function", "function": call}]
+        if role == "tool":
+            row["tool_name"] = "terminal"
+        rows.append(row)
+    with open_store(db_path) as store:
+        sessions.create_session(store, "s-long", "cli", started_at=start)
+        sessions.set_session_title(store, "s-long", "Deploy telegram gateway")
+        messages.append_messages(store, "s-long", rows)
+    return db_path
+
+
+async def open_transcript(pilot: Any, app: Any, screen: Any) -> tuple[Any, TranscriptView]:
+    """Press F3 on the highlighted row; return the transcript screen and its view, all read."""
+    await pilot.press("f3")
+    await until(pilot, lambda: isinstance(app.screen, TranscriptScreen))
+    transcript = app.screen
+    await until(pilot, lambda: transcript.loaded)
+    await pilot.pause()
+    return transcript, transcript.query_one(TranscriptView)
+
+
+def on_screen(view: TranscriptView, index: int | None) -> bool:
+    """Tell whether message index has lines on the screen."""
+    shown = view.visible_range()
+    return index is not None and shown is not None and shown[0] <= index <= shown[1]
+
+
+def test_opening_a_long_session_draws_only_the_screenful_around_the_hit(
+    long_store: Path,
+) -> None:
+    async def body() -> None:
+        async with browsing(long_store, "zeppelin", size=(80, 24)) as (app, pilot, screen):
+            transcript, view = await open_transcript(pilot, app, screen)
+            assert len(view.messages) == LONG_MESSAGES
+            assert view.hit_index == LONG_HIT_AT and on_screen(view, LONG_HIT_AT)
+            first, _last = view.visible_range()
+            assert first < LONG_HIT_AT  # the messages before the hit are above it
+            # A screenful wrapped, not 4,540 messages: opening costs the same for any size.
+            assert view.rendered < 30
+            status = transcript.query_one("#transcript-status").text.plain
+            assert f"of {LONG_MESSAGES:,}" in status and "loading" not in status
+            hit_lines = [s.text for i, s in view._lines() if i == LONG_HIT_AT]
+            assert any("← hit" in text for text in hit_lines)
+            assert any("zeppelin" in text for text in hit_lines)
+
+    drive(body)
+
+
+def test_transcript_keys_reach_both_ends_and_the_hit_without_wrapping_it_all(
+    long_store: Path,
+) -> None:
+    async def body() -> None:
+        async with browsing(long_store, "zeppelin", size=(80, 24)) as (app, pilot, screen):
+            _transcript, view = await open_transcript(pilot, app, screen)
+            await pilot.press("end")
+            assert view.visible_range()[1] == LONG_MESSAGES - 1
+            bottom = view.top
+            await pilot.press("down", "pagedown")  # already at the end: nowhere to go
+            assert view.top == bottom
+            await pilot.press("home")
+            assert view.top == (0, 0) and view.visible_range()[0] == 0
+            await pilot.press("up")
+            assert view.top == (0, 0)
+            await pilot.press("pagedown")
+            assert view.visible_range()[0] > 0
+            await pilot.press("pageup")
+            assert view.top == (0, 0)
+            await pilot._post_mouse_events([events.MouseScrollDown], "#transcript")
+            assert view.top > (0, 0)  # the wheel scrolls it too
+            await pilot.press("h")
+            assert on_screen(view, LONG_HIT_AT)
+            top_message = view.top[0]
+            await pilot.press("f6")  # expanded: wrapped again, from the same message
+            assert view.expanded and view.top[0] == top_message
+            assert view.rendered < 120
+
+    drive(body)
+
+
+def test_transcript_follows_a_resize_and_keeps_the_hit_in_view(long_store: Path) -> None:
+    async def body() -> None:
+        async with browsing(long_store, "zeppelin", size=(120, 30)) as (app, pilot, screen):
+            _transcript, view = await open_transcript(pilot, app, screen)
+            await pilot.resize_terminal(60, 24)
+            await until(pilot, lambda: view.region.width == 60)
+            await pilot.pause()
+            assert on_screen(view, LONG_HIT_AT)
+            for _index, strip in view._lines():
+                assert strip.cell_length < view.content_size.width  # and the position bar
+
+    drive(body)
+
+
+def test_leaving_a_long_transcript_before_it_is_read_is_safe(long_store: Path) -> None:
+    async def body() -> None:
+        async with browsing(long_store, "zeppelin", size=(80, 24)) as (app, pilot, screen):
+            for _ in range(3):
+                await pilot.press("f3", "escape")
+            await pilot.pause(0.3)  # the readers finish with no screen to draw on
+            assert app.screen is screen and app.is_running
+
+    drive(body)
+
+
+def test_transcript_status_says_when_only_the_first_messages_were_read(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(browse, "TRANSCRIPT_MAX", 4)
+
+    async def body() -> None:
+        async with browsing(store_path, "docker", size=(80, 24)) as (app, pilot, screen):
+            await highlight(pilot, screen, lambda r: r.session_id == "s-cli")
+            transcript, view = await open_transcript(pilot, app, screen)
+            assert len(view.messages) == 4
+            status = transcript.query_one("#transcript-status").text.plain
+            assert "the first 4" in status
+
+    drive(body)
+
+
+def test_enter_in_the_transcript_chooses_its_session(store_path: Path) -> None:
+    async def body() -> None:
+        async with browsing(store_path, "kettle") as (app, pilot, screen):
+            await highlight(pilot, screen, lambda r: r.session_id == "s-tg")
+            await open_transcript(pilot, app, screen)
+            await pilot.press("enter")
+        assert app.return_value == "s-tg"
+
+    drive(body)
+
+
+# --- every key discoverable, every line fitting, at 60, 80 and 120 columns ----------------------
+
+WIDTHS = (60, 80, 120)
+
+
+def _keys_bar(screen: Any) -> str:
+    return screen.query_one(".keys").text.plain
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_f1_lists_every_key_and_the_keys_bar_always_shows_help_and_quit(
+    store_path: Path, width: int
+) -> None:
+    from hermes_cli.browse_app import BrowseScreen
+
+    async def body() -> None:
+        async with browsing(store_path, "kettle", size=(width, 24)) as (app, pilot, screen):
+            bar = _keys_bar(screen)
+            assert bar.startswith("F1 Help") and bar.endswith("^Q Quit")
+            assert len(bar) <= width
+            await pilot.press("f1")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            listed = dict(app.screen.entries)
+            assert listed["^Q or ^C"] == "quit without choosing"
+            assert listed["F3 or ^O"] == "open the whole transcript"
+            assert len(listed) == len(BrowseScreen.BINDINGS)  # every binding, shown or not
+            assert all(what for what in listed.values())
+            keys = app.screen.query_one("#help-keys")
+            await pilot.press("end")  # a short terminal scrolls the list to its last keys
+            assert keys.scroll_y == keys.max_scroll_y
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is screen)
+            assert screen.query_one("#query").value == "kettle"  # the keys reached no box
+
+    drive(body)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_f1_in_the_transcript_lists_its_keys(store_path: Path, width: int) -> None:
+    async def body() -> None:
+        async with browsing(store_path, "kettle", size=(width, 24)) as (app, pilot, screen):
+            transcript, _view = await open_transcript(pilot, app, screen)
+            bar = _keys_bar(transcript)
+            assert "F1 Help" in bar and "^Q Quit" in bar and len(bar) <= width
+            await pilot.press("f1")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            listed = dict(app.screen.entries)
+            assert listed["Esc or q"] == "back to the list"
+            assert listed["PgDn or Space"] == "a page down"
+            await pilot.press("f1")  # F1 closes it again
+            await until(pilot, lambda: app.screen is transcript)
+
+    drive(body)
+
+
+def test_help_says_enter_prints_hermes_agents_resume_line_with_print_resume(
+    store_path: Path,
+) -> None:
+    store = open_store(store_path, read_only=True)
+    browser = Browser(store)
+
+    async def body() -> None:
+        initial = browser.load(Request(0, "hits", "", Filters()))
+        app = BrowseApp(browser, initial=initial, prints="resume")
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("f1")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            enter = dict(app.screen.entries)["Enter"]
+            assert "resumes the session in Hermes Agent" in enter
+            assert "the agent's own `hermes --resume ID`" in enter
+
+    try:
+        drive(body)
+    finally:
+        browser.close()
+        store.close()
+
+
+def test_command_help_lists_every_key_of_the_screen_and_names_the_agents_resume_line(
+    hermes_home: Path,
+) -> None:
+    from hermes_cli.browse_app import BrowseScreen, key_label
+
+    result = run("sessions", "browse", "--help")
+    assert result.exit_code == 0
+    text = result.stdout
+    for binding in BrowseScreen.BINDINGS:
+        for key in binding.key.split(","):  # type: ignore[union-attr]
+            assert key_label(key) in text, key
+    flat_help = " ".join(text.split())
+    assert (
+        "print the session id, or the line that resumes it in Hermes Agent "
+        "(the agent's own `hermes --resume ID`)" in flat_help
+    )
+    assert "--archived Include archived sessions." in flat_help
+    assert "Only sessions active since WHEN" in flat_help
+    assert 'hermes --resume "$(' not in text  # no line hands this tool an option it lacks
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_status_line_of_a_search_fits_the_terminal(store_path: Path, width: int) -> None:
+    async def body() -> None:
+        async with browsing(store_path, "kettle", size=(width, 24)) as (_app, pilot, screen):
+            await until(pilot, lambda: not screen.counting)
+            status = screen.query_one("#status")
+            text = status.text
+            assert text.cell_len <= status.content_size.width
+            assert "5 matches" in text.plain and "…" not in text.plain
+            if width >= 80:
+                assert "5 hits shown" in text.plain and "word index" in text.plain
+
+    drive(body)
+
+
+@pytest.mark.parametrize("width", [58, 78, 118])  # the status line inside its padding
+def test_a_crowded_status_line_keeps_the_count_the_partial_search_and_the_refresh_hint(
+    width: int,
+) -> None:
+    from hermes_state.search import MatchCount
+
+    request = Request(seq=1, view="hits", query="checkpoint", filters=Filters())
+    results = browse.Results(
+        request,
+        rows=[browse.Row("s", {}) for _ in range(50)],
+        ordering="rank_recent",
+        route="word",
+        partial=True,
+        examined=107_367,
+        candidates=472_173,
+        searched_back_to=NOW - 30 * DAY,
+        elapsed_ms=912,
+    )
+    count = MatchCount(count=94_378, complete=False, route="word")
+    line = browse.status_text(results, count=count, changed=True, width=width)
+    plain = line.plain
+    assert line.cell_len <= width
+    assert "94,378 matches" in plain and "partial: 107,367" in plain and "472,173" in plain
+    assert "F5" in plain
+    full = browse.status_text(results, count=count, changed=True).plain
+    assert "ranked among the newest" in full and "912 ms" in full
+    assert "candidates examined, back to" in full
+
+
+def test_status_line_counts_one_hit_and_one_session_in_the_singular() -> None:
+    request = Request(seq=1, view="hits", query="kettle", filters=Filters())
+    one = browse.Results(request, rows=[browse.Row("s", {})], ordering="rank", route="word")
+    assert "1 hit shown" in browse.status_text(one).plain
+    grouped = replace(one, request=replace(request, view="sessions"))
+    assert "1 session in the first" in browse.status_text(grouped).plain
+
+
+# --- hit headers keep their title -----------------------------------------------------------------
+
+
+def test_hits_of_an_untitled_session_show_its_first_message_as_the_list_does(
+    store_path: Path,
+) -> None:
+    wordy = "a kettle story told at length " * 4
+    with open_store(store_path) as store:
+        sessions.create_session(store, "s-wordy", "cli", started_at=NOW - 2 * DAY)
+        messages.append_message(store, "s-wordy", "user", wordy, timestamp=NOW - 2 * DAY)
+        listed = {r["id"]: r for r in sessions.list_sessions(store, limit=10)}
+
+    async def body() -> None:
+        async with browsing(store_path, "kettle", size=(80, 24)) as (_app, pilot, screen):
+            row = await highlight(pilot, screen, lambda r: r.session_id == "s-old")
+            first_line = screen.query_one("#list").drawn(screen.rows.index(row)).splitlines()[0]
+            assert "old kettle story" in first_line and "(untitled)" not in first_line
+            labels = {r.session_id: browse.session_label(r.session) for r in screen.rows}
+            for sid in ("s-old", "s-wordy"):  # cut or not, as the session list shows it
+                assert labels[sid] == browse.session_label(listed[sid])
+            assert labels["s-wordy"].endswith("…")
+
+    drive(body)
+
+
+@pytest.mark.parametrize("width", [47, 57, 78])  # the list at 100, 60 and 80 columns
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Refactor the search module so that it handles the new tokenizer well #12",
+        "大阪への出張、新幹線の時間を調べて東京から大阪まで行きます会議の資料を準備 #3",
+    ],
+)
+def test_a_long_continuation_title_keeps_its_number_and_the_tags(width: int, title: str) -> None:
+    session = {"title": title, "source": "cli", "pinned": 1, "archived": 1}
+    hit = {"timestamp": NOW - 100, "role": "user", "snippet": "a >>>kettle<<< b"}
+    first, second = browse.row_lines(browse.Row("s-1", session, hit=hit), width, now=NOW)
+    number = title.rsplit(" ", 1)[1]
+    assert first.cell_len <= width and second.cell_len <= width
+    assert f"… {number} [pinned] [archived]" in first.plain
+    assert title[:4] in first.plain
+    assert first.plain.count("…") == 1  # one cut, in the title: the source and id gave way
+
+
+def test_a_title_that_fits_is_shown_whole() -> None:
+    session = {"title": "Kettle shopping #2", "source": "telegram"}
+    first, _ = browse.row_lines(browse.Row("s-tg", session), 78, now=NOW)
+    assert "Kettle shopping #2  telegram  s-tg" in first.plain
+
+
+# --- --archived ---------------------------------------------------------------------------------
+
+
+def test_archived_flag_starts_the_scope_at_all_and_the_scope_key_still_cycles(
+    store_path: Path,
+) -> None:
+    with open_store(store_path) as store:
+        sessions.set_session_archived(store, "s-old", True)
+    filters = browse.initial_filters(sources=(), roles=(), since=None, archived=True)
+    assert filters.scope == "all"
+    assert browse.initial_filters(sources=(), roles=(), since=None, archived=False).scope == (
+        "unarchived"
+    )
+    store = open_store(store_path, read_only=True)
+    browser = Browser(store)
+
+    async def body() -> None:
+        app = BrowseApp(browser, initial=browser.load(Request(0, "hits", "kettle", filters)))
+        async with app.run_test(size=(80, 24)) as pilot:
+            screen = app.screen
+            await until(pilot, lambda: bool(screen.rows))
+            assert "s-old" in {r.session_id for r in screen.rows}
+            assert "^G all, archived too" in screen.query_one("#filters").content.plain
+            await pilot.press("ctrl+g")
+            await until(pilot, lambda: screen.results.request.filters.scope == "archived")
+            assert {r.session_id for r in screen.rows} == {"s-old"}
+
+    try:
+        drive(body)
+    finally:
+        browser.close()
+        store.close()

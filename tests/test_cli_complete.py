@@ -9,10 +9,13 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from clitools import REPO_ROOT, child, load_sample
+from clitools import child, load_sample
+from support.children import REPO_ROOT
 
 from hermes_state import home, sessions
 from hermes_state.connection import open_store
@@ -48,7 +51,8 @@ def complete(*args: str) -> list[str]:
     """Run `hermes __complete ARGS`; return its lines."""
     proc = child("__complete", *args)
     assert proc.returncode == 0 and proc.stderr == ""
-    return proc.stdout.splitlines()
+    lines: list[str] = proc.stdout.splitlines()
+    return lines
 
 
 # --- the value source -----------------------------------------------------------------------
@@ -191,7 +195,7 @@ def zsh_complete(words: list[str], env: dict[str, str]) -> list[str]:
     script = (
         ZSH_STUBS
         + f"words=({quoted}); CURRENT={len(words)}\n"
-        + f"source '{REPO_ROOT / 'completions' / '_hermes'}'\n"
+        + f"source '{REPO_ROOT / 'completions' / '_hermes'}'; _hermes\n"
     )
     proc = subprocess.run(["zsh", "-f", "-c", script], capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -261,7 +265,7 @@ def test_fish_completes_sources_and_roles(sample: Path, shell_env: dict[str, str
 ZPTY_SCRIPT = r"""
 zmodload zsh/zpty
 zpty -b z 'PS1="%% " zsh -f -i'
-zpty -w z "fpath=($COMPLETIONS \$fpath); autoload -U compinit; compinit -u -d $DUMP"
+zpty -w z "$SETUP"
 zpty -n -w z "$LINE"$'\t'
 sleep 2
 zpty -n -w z $'\x01echo LINE: \n'
@@ -276,19 +280,28 @@ zpty -d z
 """
 
 
-def zsh_interactive(line: str, env: dict[str, str], tmp_path: Path) -> str:
-    """Complete line with TAB in a real interactive zsh; return the completed line."""
+def zsh_interactive(
+    line: str,
+    env: dict[str, str],
+    tmp_path: Path,
+    completions: Path | None = None,
+    then: str = "",
+) -> str:
+    """Complete line with TAB in a real interactive zsh whose compinit finds _hermes in
+    completions (default: the checked-in one), after running `then`; return the line."""
+    directory = completions or REPO_ROOT / "completions"
+    dump = tmp_path / "zcompdump"
+    setup = f"fpath=({directory} $fpath); autoload -U compinit; compinit -u -d {dump}"
     run_env = {
         **env,
-        "COMPLETIONS": str(REPO_ROOT / "completions"),
-        "DUMP": str(tmp_path / "zcompdump"),
+        "SETUP": f"{setup}; {then}" if then else setup,
         "LINE": line,
     }
     proc = subprocess.run(
         ["zsh", "-f", "-c", ZPTY_SCRIPT], capture_output=True, text=True, env=run_env, timeout=60
     )
     clean = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", proc.stdout).replace("\r", "")
-    found = re.findall(r"^LINE: (.*)$", clean, re.MULTILINE)
+    found: list[str] = re.findall(r"^LINE: (.*)$", clean, re.MULTILINE)
     assert found, clean
     return found[-1].rstrip()
 
@@ -301,9 +314,159 @@ def zsh_interactive(line: str, env: dict[str, str], tmp_path: Path) -> str:
         ("hermes sessions show 20261118", "hermes sessions show 20261118_091502_a1c9e2"),
         ("hermes sessions show Fix", "hermes sessions show Fix Docker build"),
         ("hermes sessions search x --role as", "hermes sessions search x --role assistant"),
+        ("hermes sessions pin 20261118", "hermes sessions pin 20261118_091502_a1c9e2"),
+        (
+            "hermes sessions archive 20261201_171845_4e5f60 2026113",
+            "hermes sessions archive 20261201_171845_4e5f60 20261130_091233_3d4e5f",
+        ),
     ],
 )
 def test_zsh_interactive_tab_completes_values(
     sample: Path, shell_env: dict[str, str], tmp_path: Path, typed: str, completed: str
 ) -> None:
     assert zsh_interactive(typed, shell_env, tmp_path) == completed
+
+
+# --- every parameter that takes a session id, in every shell --------------------------------
+
+
+@dataclass(frozen=True)
+class SessionIdSlot:
+    """A place on a command line where a session id is typed: the words before it."""
+
+    label: str
+    words: tuple[str, ...]
+
+
+def _names_sessions(param: Any) -> bool:
+    """Whether a parameter takes session ids, judged from its name, metavar and help (not from
+    what the completion generator makes of them)."""
+    if getattr(param, "is_flag", False) or getattr(getattr(param, "type", None), "choices", None):
+        return False
+    name = param.name or ""
+    metavar = (param.metavar or "").removesuffix("...")
+    help_text = getattr(param, "help", None) or ""
+    return (
+        "session" in name
+        or metavar in ("ID", "SESSION", "SESSION_ID")
+        or re.search(r"\bsession ids?\b", help_text, re.IGNORECASE) is not None
+    )
+
+
+def session_id_slots() -> list[SessionIdSlot]:
+    """Walk the live command tree: every argument and option that takes a session id (and, for
+    a variadic argument, the word after a first id too)."""
+    from hermes_cli.main import get_command
+
+    slots: list[SessionIdSlot] = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        arguments = [p for p in command.params if p.param_type_name == "argument"]
+        for param in command.params:
+            if getattr(param, "hidden", False) or not _names_sessions(param):
+                continue
+            key = " ".join(path)
+            if param.param_type_name == "option":
+                flag = max(param.opts, key=len)
+                slots.append(SessionIdSlot(f"{key} {flag}", (*path, flag)))
+                continue
+            before = tuple("x" for _ in range(arguments.index(param)))
+            slots.append(SessionIdSlot(f"{key} {param.name}", (*path, *before)))
+            if param.nargs == -1:
+                slots.append(
+                    SessionIdSlot(f"{key} {param.name} (2nd)", (*path, *before, NEWEST[0]))
+                )
+        for name, sub in getattr(command, "commands", {}).items():
+            if not getattr(sub, "hidden", False):
+                walk(sub, (*path, name))
+
+    walk(get_command(), ())
+    return slots
+
+
+SLOTS = session_id_slots()
+
+
+def test_the_walk_finds_every_known_session_id_parameter() -> None:
+    labels = {slot.label for slot in SLOTS}
+    assert {
+        "sessions show session",
+        "sessions delete session",
+        "sessions rename session",
+        "sessions export --session-id",
+        "sessions pin sessions",
+        "sessions pin sessions (2nd)",
+        "sessions unpin sessions",
+        "sessions archive sessions",
+        "sessions unarchive sessions (2nd)",
+    } <= labels
+    assert "sessions browse --print" not in labels  # a choice, not an id
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+@pytest.mark.parametrize("slot", SLOTS, ids=lambda s: s.label)
+def test_every_session_id_parameter_completes_ids_in_bash(
+    sample: Path, shell_env: dict[str, str], slot: SessionIdSlot
+) -> None:
+    assert bash_complete(["hermes", *slot.words, "2026113"], shell_env) == [
+        "20261130_091233_3d4e5f"
+    ]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+@pytest.mark.parametrize("slot", SLOTS, ids=lambda s: s.label)
+def test_every_session_id_parameter_completes_ids_in_zsh(
+    sample: Path, shell_env: dict[str, str], slot: SessionIdSlot
+) -> None:
+    offered = zsh_complete(["hermes", *slot.words, "2026113"], shell_env)
+    assert offered[0] == "20261130_091233_3d4e5f:Travel plans Osaka"
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+@pytest.mark.parametrize("slot", SLOTS, ids=lambda s: s.label)
+def test_every_session_id_parameter_completes_ids_in_fish(
+    sample: Path, shell_env: dict[str, str], slot: SessionIdSlot
+) -> None:
+    line = " ".join(["hermes", *slot.words, "2026113"])
+    assert fish_complete(line, shell_env)[:1] == [("20261130_091233_3d4e5f", "Travel plans Osaka")]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_offers_nothing_after_the_last_argument_and_choices_for_a_choice_argument(
+    sample: Path, shell_env: dict[str, str]
+) -> None:
+    assert bash_complete(["hermes", "sessions", "show", NEWEST[0], ""], shell_env) == []
+    assert bash_complete(["hermes", "completion", "install", ""], shell_env) == [
+        "bash",
+        "zsh",
+        "fish",
+        "man",
+    ]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_completes_choices_of_options_and_arguments(shell_env: dict[str, str]) -> None:
+    assert zsh_complete(["hermes", "sessions", "list", "--sort", ""], shell_env) == [
+        "started",
+        "active",
+    ]
+    assert zsh_complete(["hermes", "completion", "show", ""], shell_env) == [
+        "bash",
+        "zsh",
+        "fish",
+        "man",
+    ]
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed")
+def test_fish_offers_no_file_names_for_free_text(
+    sample: Path, shell_env: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "somefile.txt").write_text("x", encoding="utf-8")
+    env = {**shell_env, "PWD": str(tmp_path)}
+    script = (
+        f"cd '{tmp_path}'; source '{REPO_ROOT / 'completions' / 'hermes.fish'}'; "
+        "complete -C 'hermes sessions search some'"
+    )
+    proc = subprocess.run(["fish", "-c", script], capture_output=True, text=True, env=env)
+    assert proc.stdout == ""

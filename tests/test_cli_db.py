@@ -5,16 +5,20 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from clitools import load_sample, run, run_json
+from conftest import Holder
 
 from hermes_cli.exitcodes import ExitCode
 from hermes_cli.main import exit_code_for
 from hermes_state import errors
 from hermes_state.connection import open_store
 from hermes_state.schema import SCHEMA_VERSION
+
+HoldStore = Callable[..., Holder]
 
 
 @pytest.fixture
@@ -87,7 +91,13 @@ def test_db_check_on_a_garbage_file_fails_cleanly(hermes_home: Path) -> None:
     (hermes_home / "state.db").write_bytes(garbage)
     result = run("db", "check")
     assert result.exit_code == 1
-    assert result.stderr.startswith("Error: ") and "hermes sessions recover" in result.stderr
+    assert "file is not a database" in result.stdout and "Traceback" not in result.output
+    assert "hermes sessions recover --to " in result.stdout
+    data = json.loads(run("db", "check", "--json").stdout)
+    assert data["ok"] is False and data["advice"]["action"] == "recover"
+    assert [(p["kind"], p["message"]) for p in data["problems"]] == [
+        ("file", "file is not a database")
+    ]
     assert (hermes_home / "state.db").read_bytes() == garbage
 
 
@@ -116,7 +126,7 @@ def test_db_optimize_reports_sizes(sample: Path) -> None:
 
 
 def test_db_optimize_beside_another_process_skips_a_long_vacuum_and_says_why(
-    sample: Path, hold_store, monkeypatch: pytest.MonkeyPatch
+    sample: Path, hold_store: HoldStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from hermes_state import maintenance
 
@@ -131,7 +141,9 @@ def test_db_optimize_beside_another_process_skips_a_long_vacuum_and_says_why(
     assert f"PID {holder.proc.pid}" in forced.stderr  # named as the process it ran under
 
 
-def test_db_lockowners_names_the_process_holding_the_write_lock(sample: Path, hold_store) -> None:
+def test_db_lockowners_names_the_process_holding_the_write_lock(
+    sample: Path, hold_store: HoldStore
+) -> None:
     holder = hold_store(sample, "lock")
     data = run_json("db", "lockowners")
     assert data["supported"] is True
@@ -196,7 +208,7 @@ def _upstream30(hermes_home: Path) -> Path:
 def _version(path: Path) -> int:
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("SELECT version FROM schema_version").fetchone()[0]
+        return int(conn.execute("SELECT version FROM schema_version").fetchone()[0])
     finally:
         conn.close()
 
@@ -214,7 +226,7 @@ def test_an_edit_command_works_within_an_older_schema_and_never_migrates(
 
 
 def test_db_migrate_refuses_while_another_process_has_the_store_open(
-    hermes_home: Path, hold_store
+    hermes_home: Path, hold_store: HoldStore
 ) -> None:
     path = _upstream30(hermes_home)
     holder = hold_store(path, "open")
@@ -224,7 +236,9 @@ def test_db_migrate_refuses_while_another_process_has_the_store_open(
     assert _version(path) == 30
 
 
-def test_db_migrate_force_migrates_under_another_process(hermes_home: Path, hold_store) -> None:
+def test_db_migrate_force_migrates_under_another_process(
+    hermes_home: Path, hold_store: HoldStore
+) -> None:
     path = _upstream30(hermes_home)
     hold_store(path, "open")
     result = run("db", "migrate", "--force")
@@ -257,3 +271,30 @@ def test_edit_commands_refuse_the_layout_older_versions_wrote_until_migrated(
     assert refused.exit_code == 1 and "hermes db migrate" in refused.stderr
     assert run("db", "migrate").exit_code == 0
     assert run("sessions", "rename", session, "X").exit_code == 0
+
+
+def test_db_optimize_reindex_refuses_beside_another_process_unless_forced(
+    sample: Path, hold_store: HoldStore
+) -> None:
+    holder = hold_store(sample, "open")
+    refused = run("db", "optimize", "--reindex")
+    assert refused.exit_code == ExitCode.BUSY
+    assert f"PID {holder.proc.pid}" in refused.stderr and "rebuild its indexes" in refused.stderr
+    forced = run("db", "optimize", "--reindex", "--force", "--json")
+    assert forced.exit_code == 0, forced.stderr
+    assert json.loads(forced.stdout)["reindexed"] is True
+
+
+def test_db_optimize_reindex_refuses_damaged_pages_and_points_at_db_check(sample: Path) -> None:
+    from support.damage import table_pages, zero_pages
+    from support.stores import bundle_digest, settle
+
+    settle(sample)
+    zero_pages(sample, table_pages(sample, "idx_messages_session", "leaf"))
+    before = bundle_digest(sample)
+    result = run("db", "optimize", "--reindex")
+    assert result.exit_code == 1
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("Error: ")]
+    assert "is damaged: Page " in line and "*** in database" not in result.stderr
+    assert "`hermes db check` says what is damaged" in result.stderr
+    assert bundle_digest(sample) == before

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import REPO_ROOT
+from support.children import REPO_ROOT
 
 from hermes_cli import docs
 from hermes_cli.exitcodes import ExitCode
@@ -153,4 +153,12 @@ def test_fish_completion_lists_profiles(tmp_path: Path, hermes_home: Path) -> No
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
 def test_zsh_completion_is_valid_zsh() -> None:
     proc = subprocess.run(["zsh", "-n", str(REPO_ROOT / "completions" / "_hermes")])
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(("shell", "script"), [("bash", "hermes.bash"), ("fish", "hermes.fish")])
+def test_bash_and_fish_completions_are_valid_syntax(shell: str, script: str) -> None:
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    proc = subprocess.run([shell, "-n", str(REPO_ROOT / "completions" / script)])
     assert proc.returncode == 0

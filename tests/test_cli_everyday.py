@@ -146,10 +146,10 @@ def assert_error(proc: Any, code: int) -> list[str]:
 
 
 def human(size: int) -> str:
-    """A byte count as the CLI prints it for files of a KB to a GB (1024-based, one decimal)."""
+    """A byte count as the CLI prints it for files of a KiB to a GiB (one decimal)."""
     if size >= 1 << 20:
-        return f"{size / (1 << 20):.1f} MB"
-    return f"{size / 1024:.1f} KB"
+        return f"{size / (1 << 20):.1f} MiB"
+    return f"{size / 1024:.1f} KiB"
 
 
 # --- 1. search ------------------------------------------------------------------------------
@@ -330,11 +330,56 @@ def test_delete_by_exact_title_deletes_exactly_that_session(hermes_home: Path) -
     assert one(db, "SELECT COUNT(*) FROM messages") == total - own
 
 
-def test_show_may_resolve_a_title_to_the_newest_of_its_lineage(hermes_home: Path) -> None:
-    load_sample()
-    proc = hermes("sessions", "show", "Refactor search module")
+# One rule (issue 26): every command takes a title to be the session with exactly that title.
+TITLE_COMMANDS = (
+    ("sessions", "show", "{}", "--json"),
+    ("sessions", "export", "--session-id", "{}", "--format", "json"),
+    ("sessions", "rename", "{}", "Renamed"),
+    ("sessions", "pin", "{}"),
+    ("sessions", "delete", "{}", "--yes"),
+)
+
+
+@pytest.mark.parametrize("command", TITLE_COMMANDS, ids=lambda c: c[1])
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("Refactor search module", REFACTOR),
+        ("Refactor search module #2", REFACTOR_2),
+    ],
+)
+def test_every_command_resolves_a_title_to_the_session_with_exactly_that_title(
+    hermes_home: Path, command: tuple[str, ...], title: str, expected: str
+) -> None:
+    db = load_sample()
+    before = _titles(db)
+    proc = hermes(*(arg.format(title) for arg in command))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0].split() == ["Session:", REFACTOR_2]
+    verb = command[1]
+    if verb == "show":
+        assert json.loads(proc.stdout)["id"] == expected
+    elif verb == "export":
+        assert [r["id"] for r in json.loads(proc.stdout)] == [expected]
+    elif verb == "rename":
+        assert _titles(db) == {**before, expected: "Renamed"}
+    elif verb == "pin":
+        assert one(db, "SELECT id FROM sessions WHERE pinned = 1") == expected
+    else:
+        assert set(_titles(db)) == set(before) - {expected}
+
+
+def test_show_of_a_continued_session_names_its_continuation(hermes_home: Path) -> None:
+    load_sample()
+    proc = hermes("sessions", "show", "Refactor search module", "--no-pager")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].split() == ["Session:", REFACTOR]
+    assert f"compression continued this session as {REFACTOR_2}" in proc.stderr
+
+
+def test_every_session_argument_states_the_one_title_rule() -> None:
+    for command in ("show", "rename", "delete", "pin", "archive"):
+        proc = hermes("sessions", command, "--help")
+        assert "exact title" in " ".join(proc.stdout.split()), command
 
 
 # --- 3. backups per profile -----------------------------------------------------------------

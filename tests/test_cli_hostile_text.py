@@ -20,7 +20,7 @@ import pytest
 from clitools import child, pty_child, run
 
 from hermes_cli import sanitize
-from hermes_state import messages, sessions
+from hermes_state import messages, sessions, usage
 from hermes_state.connection import open_store
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"
@@ -75,6 +75,9 @@ def write_hostile_store(path: Path) -> None:
         )
         sessions.create_session(store, "hostile_2", SOURCE, started_at=1.79e9 + 100)
         messages.append_message(store, "hostile_2", "user", MARKUP_CONTENT, timestamp=1.79e9 + 110)
+        # Tokens put the hostile titles into `stats`' top sessions and models into its models.
+        usage.update_token_counts(store, "hostile_1", 40, 4, model=MODEL)
+        usage.update_token_counts(store, "hostile_2", 20, 2, model=MODEL)
     conn = sqlite3.connect(path)
     with conn:
         conn.execute("UPDATE sessions SET title = ? WHERE id = 'hostile_1'", (LINK_TITLE,))

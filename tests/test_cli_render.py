@@ -81,7 +81,7 @@ def test_split_matches_leaves_unbalanced_markers_as_text() -> None:
 
 def test_human_bytes_and_compact_numbers() -> None:
     assert render.human_bytes(512) == "512 B"
-    assert render.human_bytes(3 * 1024 * 1024) == "3.0 MB"
+    assert render.human_bytes(3 * 1024 * 1024) == "3.0 MiB"
     assert render.compact_number(950) == "950"
     assert render.compact_number(12_345) == "12.3k"
 

@@ -35,10 +35,10 @@ LAYERS: list[set[str]] = [
     },
     {"home", "fts", "salvage", "lost_and_found", "lineage", "prune_filters", "sessions_json"},
     {"cjk", "recover_report", "bulkload"},
-    {"layout", "query", "store_objects"},
+    {"layout", "query", "store_objects", "recover_expect"},
     {"migrations"},
     {"connection"},
-    {"snapshot"},
+    {"snapshot", "diagnosis", "usage_report"},
     {
         "sessions",
         "backup",
@@ -50,7 +50,15 @@ LAYERS: list[set[str]] = [
         "auto_maintenance",
         "import_target",
     },
-    {"messages", "ledger", "usage", "search", "restore", "recover_target", "recover_verify"},
+    {
+        "messages",
+        "ledger",
+        "usage",
+        "search",
+        "recover_target",
+        "recover_verify",
+        "redact",
+    },
     {
         "compression",
         "portability",
@@ -61,7 +69,8 @@ LAYERS: list[set[str]] = [
         "rewind",
     },
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
-    {"gateway", "telegram_topics"},
+    {"gateway", "telegram_topics", "vault", "watch_snapshot"},
+    {"vault_search", "restore"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from support import stores
 from support.children import child_env, hermes_argv
+from test_recover_hang import hard_time_limit  # noqa: F401 (autouse: no test runs unbounded)
 
 from hermes_state.recover import WORK_PREFIX
 

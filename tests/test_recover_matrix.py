@@ -11,12 +11,16 @@ and caches one); without it those assertions skip and say why. The same matrix a
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from clitools import REPO_ROOT, run
+from clitools import run
+from support.children import REPO_ROOT
+from test_recover_hang import hard_time_limit  # noqa: F401 (autouse: no test runs unbounded)
 
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))  # bench/ is scripts in the checkout, not a package
@@ -24,6 +28,8 @@ if str(REPO_ROOT) not in sys.path:
 from bench import generate as gen, recover_matrix as matrix
 
 MESSAGES = 2000
+CASE_TIMEOUT_S = 90.0  # one `hermes sessions recover` of the 2,000-message store takes seconds
+ESTIMATE_TOLERANCE = 0.02  # how far an estimated expected count may be from the true one
 # Cases where a salvage cannot be shown complete although every row came back: the schema
 # itself was lost, so tables whose schema rows went with it could be missing unseen.
 PARTIAL_BY_DESIGN = {"schema-leaf-zeroed"}
@@ -43,16 +49,43 @@ def shell() -> tuple[str | None, str]:
     return matrix.find_shell()
 
 
+@dataclass(frozen=True)
+class Case:
+    """One case's outcome, the directory holding its files, and its rows before the damage."""
+
+    result: matrix.CaseResult
+    dir: Path
+    before: dict[str, int]  # table -> rows of sessions and messages before the damage
+
+
+def run_case(name: str, base: Path, work: Path, shell: str | None, seed: int = 11) -> Case:
+    """bench's run_case, with our recovery under CASE_TIMEOUT_S and the true counts kept."""
+    prepare, damage, what = matrix.CASES[name]
+    case_dir = work / name
+    scratch = case_dir / "scratch"
+    scratch.mkdir(parents=True)
+    db = matrix.copy_store(base, case_dir / "src" / "state.db")
+    rng = random.Random(seed)
+    prepare(db, rng, scratch)
+    original = matrix.snapshot(db)
+    before = {table: sum(rows.values()) for table, (_cols, rows) in original.items()}
+    damage(db, rng, scratch)
+    ours = matrix.run_ours(db, case_dir, original, timeout=CASE_TIMEOUT_S)
+    theirs = matrix.run_theirs(shell, db, case_dir, original) if shell else None
+    result = matrix.CaseResult(name, what, sum(before.values()), ours, theirs)
+    return Case(result, case_dir, before)
+
+
 @pytest.fixture(scope="module")
 def results(
     base: Path, shell: tuple[str | None, str], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, tuple[matrix.CaseResult, Path]]:
+) -> dict[str, Case]:
     """Each case run once (lazily) and shared by the tests below."""
     work = tmp_path_factory.mktemp("matrix")
 
-    class Lazy(dict):
-        def __missing__(self, name: str) -> tuple[matrix.CaseResult, Path]:
-            self[name] = matrix.run_case(name, base, work, shell[0])
+    class Lazy(dict[str, Case]):
+        def __missing__(self, name: str) -> Case:
+            self[name] = run_case(name, base, work, shell[0])
             return self[name]
 
     return Lazy()
@@ -62,8 +95,8 @@ CASES = list(matrix.CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_recover_exits_0_exactly_when_no_row_was_lost(case: str, results: dict) -> None:
-    result, case_dir = results[case]
+def test_recover_exits_0_exactly_when_no_row_was_lost(case: str, results: dict[str, Case]) -> None:
+    result, case_dir = results[case].result, results[case].dir
     ours = result.ours
     assert not ours.error, ours.error
     # A flipped bit inside a stored value, on a page whose structure stays valid, passes every
@@ -85,11 +118,11 @@ def test_recover_exits_0_exactly_when_no_row_was_lost(case: str, results: dict) 
 
 @pytest.mark.parametrize("case", CASES)
 def test_recover_keeps_at_least_what_sqlite_dot_recover_keeps(
-    case: str, results: dict, shell: tuple[str | None, str]
+    case: str, results: dict[str, Case], shell: tuple[str | None, str]
 ) -> None:
     if shell[0] is None:
         pytest.skip(shell[1])
-    result, _dir = results[case]
+    result = results[case].result
     ours, theirs = result.ours, result.theirs
     assert theirs is not None and not theirs.error, theirs
     assert ours.exact >= theirs.exact, (ours, theirs)
@@ -98,9 +131,9 @@ def test_recover_keeps_at_least_what_sqlite_dot_recover_keeps(
 
 @pytest.mark.parametrize("case", CASES)
 def test_cli_lists_shows_and_exports_every_recovered_store(
-    case: str, results: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, results: dict[str, Case], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _result, case_dir = results[case]
+    case_dir = results[case].dir
     home = tmp_path / "home"
     home.mkdir()
     shutil.copyfile(case_dir / "ours.db", home / "state.db")
@@ -120,3 +153,23 @@ def test_cli_lists_shows_and_exports_every_recovered_store(
     ):
         got = run(*args)
         assert got.exit_code == 0, (args, got.stderr, got.exception)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_recover_report_counts_the_rows_the_store_held_before_the_damage(
+    case: str, results: dict[str, Case]
+) -> None:
+    got = results[case]
+    assert not got.result.ours.error, got.result.ours.error
+    report = json.loads((got.dir / "ours.db.recovery.json").read_text(encoding="utf-8"))
+    for table, true in got.before.items():
+        t = report["tables"][table]
+        assert t["recovered"] + t["lost"] == t["expected"], (table, t)
+        if t["expected_estimated"]:
+            assert abs(t["expected"] - true) <= ESTIMATE_TOLERANCE * true, (table, true, t)
+        else:
+            assert t["expected"] == true, (table, true, t)
+    totals = report["totals"]
+    tables = [t for t in report["tables"].values() if t["status"] != "absent"]
+    assert totals["recovered"] == sum(t["recovered"] for t in tables)
+    assert totals["recovered"] + totals["lost"] == totals["expected"]

@@ -440,8 +440,9 @@ def test_restore_shows_before_and_after_asks_and_keeps_the_replaced_store(
     db = live_home / "state.db"
     declined = pty_child("restore", str(archive), input="n\n", env={"HERMES_HOME": str(live_home)})
     assert declined.returncode == 1
-    assert "state.db: now 60 sessions, 180 messages" in declined.output
-    assert "-> 12 sessions, 48 messages" in declined.output
+    shown = " ".join(declined.output.split())  # lines are wrapped to the terminal
+    assert "state.db: now 60 sessions, 180 messages" in shown
+    assert "-> 12 sessions, 48 messages" in shown
     assert "Replace them with the archive's? [y/N]" in declined.output
     assert count(db, "sessions") == 60 and not list(live_home.glob("*.pre-restore-*"))
     accepted = pty_child("restore", str(archive), input="y\n", env={"HERMES_HOME": str(live_home)})
@@ -450,7 +451,7 @@ def test_restore_shows_before_and_after_asks_and_keeps_the_replaced_store(
     [copy] = live_home.glob("state.db.pre-restore-*")
     assert count(copy, "sessions") == 60 and integrity(copy) == "ok"
     assert stat.S_IMODE(copy.stat().st_mode) == 0o600
-    assert f"kept at {copy}" in accepted.output.replace("\n", "")
+    assert f"kept at {copy}" in " ".join(accepted.output.split())
 
 
 def test_restore_into_a_new_home_creates_it_private_under_umask_000(

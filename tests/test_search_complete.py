@@ -4,6 +4,7 @@ Each query kind (word, multi-word, prefix, substring, CJK) is run with every com
 the filters (source, excluded source, role, time window, archived, pinned, rewound rows) and
 compared with SQL written here independently: joins where the library uses subqueries, the
 index tables queried directly. Each search runs twice to show the same hits come back.
+An exclusion (-word) is compared with FTS5 itself reading each candidate's whole text.
 """
 
 from __future__ import annotations
@@ -246,3 +247,46 @@ def test_ranked_search_ranks_exactly_the_filtered_matches(
                 assert default.ranked == search.RANK_CANDIDATES
     finally:
         truth_conn.close()
+
+
+def _oracle_has(conn: sqlite3.Connection, ids: list[int], word: str) -> set[int]:
+    """The ids whose whole text holds word, as FTS5's unicode61 reads it (an in-memory table)."""
+    from hermes_state.content import content_text
+
+    oracle = sqlite3.connect(":memory:")
+    oracle.execute("CREATE VIRTUAL TABLE o USING fts5(content, tool_name, tool_calls)")
+    for at in range(0, len(ids), 500):
+        chunk = ids[at : at + 500]
+        rows = conn.execute(
+            "SELECT id, content, tool_name, tool_calls FROM messages "
+            f"WHERE id IN ({','.join('?' * len(chunk))})",
+            chunk,
+        )
+        oracle.executemany(
+            "INSERT INTO o(rowid, content, tool_name, tool_calls) VALUES (?, ?, ?, ?)",
+            [(i, content_text(c, sep=" "), n, t) for i, c, n, t in rows],
+        )
+    found = {r[0] for r in oracle.execute("SELECT rowid FROM o WHERE o MATCH ?", (word,))}
+    oracle.close()
+    return found
+
+
+@pytest.mark.parametrize(
+    "combo", [{}, {"roles": ["tool"]}, {"sources": ["cron"], "archived": False}]
+)
+def test_exclusion_equals_fts5_over_each_whole_message(
+    store: Store, store_path: Path, combo: dict[str, Any]
+) -> None:
+    truth_conn = sqlite3.connect(f"file:{store_path}?mode=ro", uri=True)
+    try:
+        where, params = _filters_sql(combo)
+        wanted = _truth(truth_conn, "word", "checkpoint", where, params, False)
+        excluded = _oracle_has(truth_conn, wanted, "deploy")
+        truth = [i for i in wanted if i not in excluded]
+    finally:
+        truth_conn.close()
+    options = {**_options(combo), "limit": PAGE, "sort": "newest", "context": False}
+    got = search.search_messages(store, "checkpoint -deploy", **options)
+    assert [h["id"] for h in got] == truth[:PAGE]
+    counted = search.search_messages(store, "checkpoint -deploy", complete=True, **options)
+    assert (counted.matches, counted.complete) == (len(truth), True)

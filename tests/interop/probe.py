@@ -11,6 +11,11 @@ Prints one JSON line. Commands:
   session, search (words, a substring, CJK), rename, delete, then run PRAGMA integrity_check and
   FTS5 'integrity-check' on every FTS5 table. Each step is reported separately, never raised.
 - ``open``: open and close the store once (what any start of the agent does to it).
+- ``read DB MODE IDS QUERIES``: open the store at DB (``ro``: the release's own read-only
+  SessionDB; ``rw``: its ordinary open) and return what it reads of the sessions IDS (comma-
+  separated: the session row and every message, inactive ones included) and which sessions its
+  search finds for each of QUERIES (comma-separated).
+- ``integrity [DB]``: PRAGMA integrity_check and FTS5 'integrity-check' (of DB if given).
 - ``write ACK STOP SECONDS RATE WRITER``: be a live agent: create sessions, append messages at
   about RATE a second, count tokens, end sessions, until the file STOP exists or SECONDS pass;
   one JSON line per write call to ACK (an append's line only once the call returned).
@@ -319,6 +324,27 @@ def open_once(path: str) -> dict:
     return {"ok": True}
 
 
+def read(db_path: str, mode: str, ids: str, queries: str) -> dict:
+    """Read sessions and search through the release's SessionDB on the store at db_path."""
+    import inspect
+
+    from hermes_state import SessionDB
+
+    db = SessionDB(db_path=Path(db_path), read_only=mode == "ro")
+    try:
+        params = inspect.signature(db.get_messages).parameters
+        every = {"include_inactive": True}
+        if "include_compacted" in params:
+            every["include_compacted"] = True
+        sessions = {sid: db.get_session(sid) for sid in ids.split(",") if sid}
+        messages = {sid: db.get_messages(sid, **every) for sid in sessions}
+        found = {q: _hit_sessions(db.search_messages(q)) for q in queries.split(",") if q}
+        fts = bool(getattr(db, "_fts_enabled", True))
+    finally:
+        db.close()
+    return {"sessions": sessions, "messages": messages, "search": found, "fts_enabled": fts}
+
+
 def signatures(names: str) -> dict:
     """Describe the parameters of the named SessionDB methods (name, kind, default)."""
     import inspect
@@ -495,7 +521,9 @@ def main() -> None:
     elif command == "open":
         out = open_once(path)
     elif command == "integrity":
-        out = integrity(path)
+        out = integrity(rest[0] if rest else path)
+    elif command == "read":
+        out = read(*rest)
     elif command == "signatures":
         out = signatures(rest[0])
     elif command == "write":

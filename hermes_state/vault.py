@@ -1,0 +1,1349 @@
+"""The vault: old sessions moved out of the live store into per-year stores of the same layout.
+
+``<home>/vault/<YYYY>.db`` holds the session groups whose last activity fell in that UTC year.
+A group is a connected component of parent links (a compression chain, its delegated runs and
+branch children); it moves whole, and only when every member is ended, unpinned, idle since
+before the cutoff and free of open ledger work (prune's rules). The crash rule: a session id
+present in the live store is invisible in the vault, so a move copies, verifies, and only then
+deletes from live; a return copies into live, then deletes from the vault. Re-running either
+completes one a SIGKILL interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import re
+import signal
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hermes_state import cjk, guard, meta
+from hermes_state.connection import (
+    NO_WAITING,
+    Store,
+    Waiting,
+    create_bare_store,
+    open_store,
+    read_only_uri,
+)
+from hermes_state.errors import HermesStateError, SessionNotFoundError, StoreNotFoundError
+from hermes_state.home import ensure_private_dir
+from hermes_state.ledger import busy_message, open_work_in
+from hermes_state.maintenance import (
+    DAY_S,
+    _age_expr,
+    _delete_in,
+    _eligible,
+    _Scope,
+    in_use,
+)
+from hermes_state.model_config import DELEGATE_MARKER, marker_sql
+from hermes_state.recover_source import DERIVED_META_KEYS, shadow_of
+from hermes_state.sql import chunks, marks, quote
+
+VAULT_DIR = "vault"
+STORE_NAME = re.compile(r"^(\d{4})\.db$")
+# Session data copied with a group, parents first (foreign keys point from later to earlier).
+COPIED_TABLES = ("sessions", "messages", "session_model_usage")
+PROMPTS_TABLE = "system_prompts"
+# One copy/verify/delete round moves groups holding about this many messages: short enough
+# that the agent's writes never wait long for the live delete, long enough to amortise fsyncs.
+BATCH_MESSAGES = 20_000
+BATCH_SESSIONS = 400
+# state_meta keys that describe one file, not the layout: never carried into a vault store.
+_FILE_META_KEYS = frozenset(
+    {
+        *DERIVED_META_KEYS,
+        "fts_cjk_stale",
+        "fts_rebuild_deferral",
+        "store_instance_id",
+        "store_created_at_utc",
+        "last_auto_prune",
+        "last_vacuum",
+        "last_auto_archive",
+    }
+)
+_FILE_META_PREFIXES = ("goal:", "loop:", "heartbeat:")
+# Test hooks (honoured only inside a test process): SIGKILL or pause at a named step.
+CRASH_ENV = "HERMES_VAULT_CRASH_AT"
+PAUSE_ENV = "HERMES_VAULT_PAUSE_AT"  # "step:PATH": wait (at most 60 s) until PATH exists
+STEPS = ("created", "copied", "verified", "deleted", "returned", "unvaulted")
+
+
+class VaultError(HermesStateError):
+    """A vault operation that cannot be done as asked."""
+
+    hint = "`hermes vault check` reports the state of every vault store."
+
+
+class VaultVerifyError(VaultError):
+    """A vault copy that does not match the live rows it was copied from."""
+
+    hint = "Nothing left the live store; run `hermes vault check`, then try again."
+
+
+def _step(name: str) -> None:
+    """Die or pause here when a test asked for it (never outside a test process)."""
+    if not guard.in_test_context():
+        return
+    if os.environ.get(CRASH_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    pause = os.environ.get(PAUSE_ENV, "")
+    if pause.startswith(name + ":"):
+        release = Path(pause.split(":", 1)[1])
+        sys.stderr.write(f"vault: paused at {name}\n")
+        sys.stderr.flush()
+        deadline = time.monotonic() + 60
+        while not release.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+# --- where the vault is -------------------------------------------------------------------
+
+
+def vault_dir(home: Path) -> Path:
+    """Return the profile's vault directory."""
+    return Path(home) / VAULT_DIR
+
+
+def vault_paths(home: Path) -> list[tuple[str, Path]]:
+    """Return (year, path) of every vault store of the profile, oldest year first."""
+    where = vault_dir(home)
+    if not where.is_dir():
+        return []
+    found = []
+    for path in where.iterdir():
+        m = STORE_NAME.match(path.name)
+        if m and path.is_file():
+            found.append((m.group(1), path))
+    return sorted(found)
+
+
+def year_of(ts: float) -> str:
+    """Return the UTC calendar year of an epoch time, as a vault store is named."""
+    return f"{datetime.fromtimestamp(float(ts), UTC).year:04d}"
+
+
+# --- fingerprints -------------------------------------------------------------------------
+
+
+class _Digest:
+    """An order-independent digest of rows: the sum of their hashes (mod 2**64)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def step(self, *values: Any) -> None:
+        """Add one row."""
+        h = hashlib.blake2b(repr(values).encode("utf-8", "surrogatepass"), digest_size=8)
+        self.total = (self.total + int.from_bytes(h.digest(), "big")) % (1 << 64)
+
+    def finalize(self) -> str:
+        """Return the digest as hex."""
+        return f"{self.total:016x}"
+
+
+def _register(conn: sqlite3.Connection) -> None:
+    conn.create_aggregate("hermes_vault_digest", -1, _Digest)  # type: ignore[arg-type]
+
+
+Fingerprint = tuple[int, str, str]  # (messages, their digest, the session row's digest)
+
+
+def _columns(conn: sqlite3.Connection, schema: str, table: str) -> list[str]:
+    return [r[1] for r in conn.execute(f"PRAGMA {schema}.table_info({quote(table)})")]
+
+
+def _fingerprints(
+    conn: sqlite3.Connection,
+    schema: str,
+    ids: Sequence[str],
+    msg_cols: Sequence[str],
+    session_cols: Sequence[str],
+    *,
+    with_ids: bool = True,
+) -> dict[str, Fingerprint]:
+    """Return each session's fingerprint from schema's rows (absent sessions are left out)."""
+    _register(conn)
+    mcols = [c for c in msg_cols if with_ids or c != "id"]
+    scols = [c for c in session_cols if c != "title"]  # a title may be renamed on a clash
+    out: dict[str, Fingerprint] = {}
+    msgs: dict[str, tuple[int, str]] = {}
+    for batch in chunks(ids):
+        qs = marks(len(batch))
+        for sid, n, digest in conn.execute(
+            f"SELECT session_id, count(*), hermes_vault_digest({', '.join(map(quote, mcols))})"
+            f" FROM {schema}.messages WHERE session_id IN ({qs}) GROUP BY session_id",
+            batch,
+        ):
+            msgs[sid] = (int(n), str(digest))
+        for sid, digest in conn.execute(
+            f"SELECT id, hermes_vault_digest({', '.join(map(quote, scols))})"
+            f" FROM {schema}.sessions WHERE id IN ({qs}) GROUP BY id",
+            batch,
+        ):
+            n, mdigest = msgs.get(sid, (0, ""))
+            out[sid] = (n, mdigest, str(digest))
+    return out
+
+
+# --- groups -------------------------------------------------------------------------------
+
+
+def session_groups(conn: sqlite3.Connection, schema: str = "main") -> dict[str, frozenset[str]]:
+    """Map every session to its group: the connected component of parent and delegate links."""
+    marker = marker_sql("", DELEGATE_MARKER)
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        root = x
+        while parent.get(root, root) != root:
+            root = parent[root]
+        while parent.get(x, x) != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    ids: list[str] = []
+    links: list[tuple[str, Any]] = []
+    for sid, up, delegated_from in conn.execute(
+        f"SELECT id, parent_session_id, CASE WHEN instr(model_config, '{DELEGATE_MARKER}') > 0"
+        f" THEN {marker} END FROM {schema}.sessions"
+    ):
+        ids.append(sid)
+        links += [(sid, up), (sid, delegated_from)]
+    known = set(ids)
+    for a, b in links:
+        if isinstance(b, str) and b in known:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    members: dict[str, set[str]] = {}
+    for sid in ids:
+        members.setdefault(find(sid), set()).add(sid)
+    out: dict[str, frozenset[str]] = {}
+    for group in members.values():
+        frozen = frozenset(group)
+        for sid in group:
+            out[sid] = frozen
+    return out
+
+
+@dataclass(frozen=True)
+class Group:
+    """Sessions that move together, and the vault year they go to."""
+
+    ids: tuple[str, ...]
+    year: str
+    messages: int
+    last_active: float
+
+
+@dataclass
+class MovePlan:
+    """What a move would take, and what it keeps back and why."""
+
+    cutoff: float
+    groups: list[Group]
+    busy: dict[str, str] = field(default_factory=dict)  # session id -> why it is busy
+    in_use: list[str] = field(default_factory=list)  # held by the agent (lock or lease)
+    held_back: int = 0  # groups with an eligible member kept because another member is not
+
+    @property
+    def session_ids(self) -> list[str]:
+        """Every session the plan moves."""
+        return [sid for g in self.groups for sid in g.ids]
+
+
+def _activity(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    expr = _age_expr(conn)
+    for batch in chunks(ids):
+        for sid, active in conn.execute(
+            f"SELECT s.id, {expr} FROM sessions s WHERE s.id IN ({marks(len(batch))})", batch
+        ):
+            out[sid] = float(active or 0)
+    return out
+
+
+def _message_counts(conn: sqlite3.Connection, schema: str, ids: Sequence[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for batch in chunks(ids):
+        for sid, n in conn.execute(
+            f"SELECT session_id, count(*) FROM {schema}.messages"
+            f" WHERE session_id IN ({marks(len(batch))}) GROUP BY session_id",
+            batch,
+        ):
+            out[sid] = int(n)
+    return out
+
+
+def _blocked(conn: sqlite3.Connection, ids: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """Return the sessions with open ledger work (and why) and those the agent is using."""
+    busy: dict[str, list[Any]] = {}
+    for row in open_work_in(conn, ids):
+        busy.setdefault(row.session_id, []).append(row)
+    return {sid: busy_message(sid, rows) for sid, rows in busy.items()}, in_use(conn, ids)
+
+
+def _movable(
+    conn: sqlite3.Connection,
+    cutoff: float,
+    sources: Sequence[str],
+    within: Sequence[str] | None = None,
+) -> tuple[list[frozenset[str]], dict[str, str], list[str], int]:
+    """Return the whole groups that may move now, the busy and in-use sessions, and how many
+    groups were held back by a member that may not."""
+    eligible = {sid for sid, _ in _eligible(conn, cutoff, _Scope(), within)}
+    groups = session_groups(conn)
+    seen: set[frozenset[str]] = set()
+    candidates: list[frozenset[str]] = []
+    held = 0
+    for sid in sorted(eligible):
+        group = groups.get(sid)
+        if group is None or group in seen:
+            continue
+        seen.add(group)
+        if within is not None and not group <= set(within):
+            held += 1
+            continue
+        if not group <= eligible:
+            held += 1
+            continue
+        candidates.append(group)
+    if sources:
+        wanted = set(sources)
+        source_of: dict[str, str] = {}
+        for batch in chunks(sorted(set().union(*candidates)) if candidates else []):
+            source_of.update(
+                conn.execute(
+                    f"SELECT id, source FROM sessions WHERE id IN ({marks(len(batch))})", batch
+                ).fetchall()
+            )
+        candidates = [g for g in candidates if any(source_of.get(s) in wanted for s in g)]
+    flat = sorted(set().union(*candidates)) if candidates else []
+    busy, using = _blocked(conn, flat)
+    stop = set(busy) | set(using)
+    if stop:
+        kept = [g for g in candidates if g & stop]
+        held += len(kept)
+        candidates = [g for g in candidates if not g & stop]
+    return candidates, busy, using, held
+
+
+def plan_move(
+    live: Store,
+    older_than_days: float,
+    *,
+    sources: Sequence[str] = (),
+    now: float | None = None,
+) -> MovePlan:
+    """Choose the groups a move takes: every member ended, unpinned, idle and free."""
+    if older_than_days < 0:
+        raise ValueError("older_than_days must not be negative")
+    cutoff = (time.time() if now is None else float(now)) - float(older_than_days) * DAY_S
+    with live.snapshot() as conn:
+        candidates, busy, using, held = _movable(conn, cutoff, sources)
+        flat = sorted(set().union(*candidates)) if candidates else []
+        active = _activity(conn, flat)
+        counts = _message_counts(conn, "main", flat)
+    groups = []
+    for g in candidates:
+        last = max(active.get(s, 0.0) for s in g)
+        ids = tuple(sorted(g))
+        groups.append(Group(ids, year_of(last), sum(counts.get(s, 0) for s in ids), last))
+    groups.sort(key=lambda g: (g.year, g.last_active, g.ids))
+    return MovePlan(cutoff, groups, busy, using, held)
+
+
+# --- vault stores -------------------------------------------------------------------------
+
+
+def _shadow_tables(conn: sqlite3.Connection, schema: str = "main") -> set[str]:
+    """Return the names of the FTS shadow tables (made by their virtual tables themselves)."""
+    try:
+        return {r[1] for r in conn.execute(f"PRAGMA {schema}.table_list") if str(r[2]) == "shadow"}
+    except sqlite3.DatabaseError:  # SQLite before 3.37: by name
+        rows = conn.execute(f"SELECT name, sql FROM {schema}.sqlite_master WHERE type='table'")
+        tables = {n: s or "" for n, s in rows}
+        virtual = {n for n, s in tables.items() if s.upper().startswith("CREATE VIRTUAL")}
+        return {n for n in tables if shadow_of(n, virtual)}
+
+
+def _schema_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """Return (type, name, sql) of the store's own objects, in creation order."""
+    shadow = _shadow_tables(conn)
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY rowid").fetchall()
+    out = [
+        (str(t), str(n), str(s))
+        for t, n, s in rows
+        if s and not str(n).startswith("sqlite_") and n not in shadow
+    ]
+    rank = {"table": 0, "index": 2, "view": 3, "trigger": 4}
+
+    def order(row: tuple[str, str, str]) -> int:
+        virtual = row[0] == "table" and row[2].upper().startswith("CREATE VIRTUAL")
+        return 1 if virtual else rank.get(row[0], 5)
+
+    return sorted(out, key=order)  # stable: creation order within each kind
+
+
+def _carried_meta(conn: sqlite3.Connection) -> list[tuple[str, Any]]:
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'state_meta'").fetchone():
+        return []
+    return [
+        (k, v)
+        for k, v in conn.execute("SELECT key, value FROM state_meta")
+        if k not in _FILE_META_KEYS and not str(k).startswith(_FILE_META_PREFIXES)
+    ]
+
+
+def create_vault_store(live: Store, path: Path) -> None:
+    """Create a vault store in the live store's layout at path (atomically: built aside)."""
+    ensure_private_dir(path.parent)
+    temp = path.with_name(f".{path.name}.new-{os.getpid()}")
+    # Half-made files of killed runs (the vault lock says no other run is making one): never
+    # visible as a store, never anyone's live file.
+    for leftover in path.parent.glob(f".{path.name}.new-*"):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+    with live.snapshot() as conn:
+        rows = _schema_rows(conn)
+        versions = conn.execute("SELECT * FROM schema_version").fetchall()
+        carried = _carried_meta(conn)
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        header = {k: int(conn.execute(f"PRAGMA {k}").fetchone()[0]) for k in ("application_id",)}
+    store = create_bare_store(temp, page_size=page_size, journal_mode="delete")
+    try:
+
+        def lay_out(conn: sqlite3.Connection) -> None:
+            for _kind, _name, sql in rows:
+                conn.execute(sql)
+            if versions:
+                conn.executemany(
+                    f"INSERT INTO schema_version VALUES ({marks(len(versions[0]))})",
+                    [tuple(r) for r in versions],
+                )
+            if carried:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO state_meta(key, value) VALUES (?, ?)", carried
+                )
+            if cjk.is_installed(conn):
+                meta.put(conn, cjk.HIGH_WATER_KEY, 0)
+
+        store.write(lay_out)
+        for key, value in header.items():
+            if value:
+                store.conn.execute(f"PRAGMA {key} = {value}")
+    finally:
+        store.close()
+    _step("created")
+    os.replace(temp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a crash
+    finally:
+        os.close(fd)
+
+
+def open_vault(path: Path, *, waiting: Waiting = NO_WAITING, read_only: bool = False) -> Store:
+    """Open one vault store (for edits in the edit role: never migrated)."""
+    if not path.exists():
+        raise StoreNotFoundError(f"No vault store at {path}")
+    return open_store(path, read_only=read_only, role="edit", create=False, waiting=waiting)
+
+
+def _column_def(row: sqlite3.Row | tuple[Any, ...]) -> str | None:
+    """Return an ADD COLUMN definition for a PRAGMA table_info row (None: cannot be added)."""
+    _cid, name, kind, notnull, default, _pk = tuple(row)[:6]
+    text = quote(str(name)) + (f" {kind}" if kind else "")
+    if default is not None:
+        text += f" DEFAULT {default}"
+    if notnull:
+        if default is None:
+            return None
+        text += " NOT NULL"
+    return text
+
+
+def _align_columns(vault: Store, live: Store) -> None:
+    """Give the vault store every column (and copied table) the live store has gained."""
+
+    def fn(conn: sqlite3.Connection) -> None:
+        for table in (*COPIED_TABLES, PROMPTS_TABLE):
+            live_info = live.conn.execute(f"PRAGMA table_info({quote(table)})").fetchall()
+            if not live_info:
+                continue
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({quote(table)})")}
+            if not have:
+                row = live.conn.execute(
+                    "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+                ).fetchone()
+                if row is not None and row[0]:
+                    conn.execute(row[0])
+                continue
+            for info in live_info:
+                if info[1] not in have and (ddl := _column_def(info)) is not None:
+                    conn.execute(f"ALTER TABLE {quote(table)} ADD COLUMN {ddl}")
+
+    vault.write(fn)
+    vault.forget_columns()
+
+
+def _common(conn: sqlite3.Connection, table: str, a: str, b: str) -> list[str]:
+    right = set(_columns(conn, b, table))
+    return [c for c in _columns(conn, a, table) if c in right]
+
+
+@contextlib.contextmanager
+def _attached(store: Store, path: Path, name: str) -> Iterator[None]:
+    """Attach another store read-only to this handle's connection for the block."""
+    with store.lock:
+        store.conn.execute(f"ATTACH DATABASE ? AS {name}", (read_only_uri(path),))
+        try:
+            yield
+        finally:
+            store.conn.execute(f"DETACH DATABASE {name}")
+
+
+def _delete_copies(conn: sqlite3.Connection, schema: str, ids: Sequence[str]) -> int:
+    """Delete these sessions' rows from a vault store (inside the caller's transaction)."""
+    gone = 0
+    for batch in chunks(ids):
+        qs = marks(len(batch))
+        conn.execute(f"DELETE FROM {schema}.messages WHERE session_id IN ({qs})", batch)
+        if conn.execute(
+            f"SELECT 1 FROM {schema}.sqlite_master WHERE name = 'session_model_usage'"
+        ).fetchone():
+            conn.execute(
+                f"DELETE FROM {schema}.session_model_usage WHERE session_id IN ({qs})", batch
+            )
+        conn.execute(
+            f"UPDATE {schema}.sessions SET parent_session_id = NULL"
+            f" WHERE parent_session_id IN ({qs}) AND id NOT IN ({qs})",
+            [*batch, *batch],
+        )
+        gone += conn.execute(f"DELETE FROM {schema}.sessions WHERE id IN ({qs})", batch).rowcount
+    return gone
+
+
+def _parents_first(conn: sqlite3.Connection, schema: str, ids: Sequence[str]) -> list[str]:
+    """Order sessions so that each comes after its parent (foreign keys hold on insert)."""
+    parent: dict[str, str | None] = {}
+    for batch in chunks(ids):
+        parent.update(
+            conn.execute(
+                f"SELECT id, parent_session_id FROM {schema}.sessions"
+                f" WHERE id IN ({marks(len(batch))})",
+                batch,
+            ).fetchall()
+        )
+    depth: dict[str, int] = {}
+
+    def level(sid: str) -> int:
+        chain, seen = [], set()
+        x: str | None = sid
+        while x is not None and x in parent and x not in depth and x not in seen:
+            seen.add(x)
+            chain.append(x)
+            x = parent[x]
+        base = depth.get(x, -1) if x is not None else -1
+        for node in reversed(chain):
+            base += 1
+            depth[node] = base
+        return depth[sid]
+
+    return sorted(parent, key=lambda s: (level(s), s))
+
+
+def _copy_rows(
+    conn: sqlite3.Connection, src: str, dst: str, ids: Sequence[str], *, keep_ids: bool = True
+) -> int:
+    """Copy these sessions' rows from schema src to schema dst (caller's transaction); return
+    how many messages got new ids (their ids were taken in dst)."""
+    ordered = _parents_first(conn, src, ids)
+    cols = _common(conn, "sessions", src, dst)
+    names = ", ".join(map(quote, cols))
+    # Titles are unique in every layout: one the other side already uses gets the id appended.
+    values = ", ".join(
+        f"CASE WHEN EXISTS (SELECT 1 FROM {dst}.sessions t WHERE t.title = s.title)"
+        " THEN s.title || ' [' || s.id || ']' ELSE s.title END"
+        if c == "title"
+        else f"s.{quote(c)}"
+        for c in cols
+    )
+    if (
+        _has(conn, src, PROMPTS_TABLE)
+        and _has(conn, dst, PROMPTS_TABLE)
+        and ("system_prompt_hash" in cols)
+    ):
+        # Before the sessions: R30/R31 declare sessions.system_prompt_hash REFERENCES it.
+        pcols = ", ".join(map(quote, _common(conn, PROMPTS_TABLE, src, dst)))
+        for batch in chunks(ids):
+            conn.execute(
+                f"INSERT OR IGNORE INTO {dst}.{PROMPTS_TABLE} ({pcols}) SELECT {pcols}"
+                f" FROM {src}.{PROMPTS_TABLE} WHERE hash IN (SELECT system_prompt_hash FROM"
+                f" {src}.sessions WHERE id IN ({marks(len(batch))}))",
+                batch,
+            )
+    for batch in chunks(ordered, 1):  # parents first, one statement each keeps the order
+        conn.execute(
+            f"INSERT INTO {dst}.sessions ({names}) SELECT {values} FROM {src}.sessions s"
+            " WHERE s.id = ?",
+            batch,
+        )
+    mcols = _common(conn, "messages", src, dst)
+    written = _insert_written(conn, dst, mcols)
+    renumbered = 0
+    for batch in chunks(ids):
+        qs = marks(len(batch))
+        taken: list[int] = []
+        if keep_ids:
+            taken = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT m.id FROM {src}.messages m JOIN {dst}.messages t ON t.id = m.id"
+                    f" WHERE m.session_id IN ({qs})",
+                    batch,
+                )
+            ]
+        names = ", ".join(map(quote, mcols))
+        conn.execute(
+            f"INSERT INTO {dst}.messages ({names}) SELECT {names} FROM {src}.messages"
+            f" WHERE session_id IN ({qs}) AND id NOT IN (SELECT value FROM json_each(?))"
+            " ORDER BY id",
+            [*batch, _json_ints(taken)],
+        )
+        pairs: list[tuple[int, int]] = []
+        if taken:
+            rest = [c for c in mcols if c != "id"]
+            names = ", ".join(map(quote, rest))
+            top = conn.execute(f"SELECT coalesce(max(id), 0) FROM {dst}.messages").fetchone()[0]
+            conn.execute(
+                f"INSERT INTO {dst}.messages ({names}) SELECT {names} FROM {src}.messages"
+                " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                [_json_ints(taken)],
+            )
+            new_ids = [
+                r[0]
+                for r in conn.execute(
+                    f"SELECT id FROM {dst}.messages WHERE id > ? ORDER BY id", (top,)
+                )
+            ]
+            pairs = list(zip(sorted(taken), new_ids, strict=True))
+            renumbered += len(taken)
+        _restore_written(conn, src, dst, written, batch, pairs)
+        if _has(conn, src, "session_model_usage") and _has(conn, dst, "session_model_usage"):
+            ucols = ", ".join(map(quote, _common(conn, "session_model_usage", src, dst)))
+            conn.execute(
+                f"INSERT OR IGNORE INTO {dst}.session_model_usage ({ucols}) SELECT {ucols}"
+                f" FROM {src}.session_model_usage WHERE session_id IN ({qs})",
+                batch,
+            )
+    if dst == "main" and meta.get(conn, cjk.HIGH_WATER_KEY) is not None:
+        cjk.catch_up(conn)  # our CJK index is filled by the library, not by triggers
+    return renumbered
+
+
+_ASSIGNED = re.compile(r'"?(\w+)"?\s*=')
+
+
+def _insert_written(conn: sqlite3.Connection, schema: str, cols: Sequence[str]) -> list[str]:
+    """Return the message columns that schema's AFTER INSERT triggers on messages may rewrite
+    (R30/R31 fill display_order, R31 mints message_uid), over-approximated from their SQL."""
+    found: set[str] = set()
+    for (sql,) in conn.execute(
+        f"SELECT sql FROM {schema}.sqlite_master WHERE type = 'trigger' AND tbl_name = 'messages'"
+    ):
+        text = str(sql or "")
+        if re.search(r"\bAFTER\s+INSERT\b", text, re.I) and re.search(
+            r"\bUPDATE\s+\"?messages\"?\s", text, re.I
+        ):
+            found.update(_ASSIGNED.findall(text))
+    return [c for c in cols if c in found and c != "id"]
+
+
+def _restore_written(
+    conn: sqlite3.Connection,
+    src: str,
+    dst: str,
+    written: Sequence[str],
+    batch: Sequence[str],
+    pairs: Sequence[tuple[int, int]],
+) -> None:
+    """Put back the source's values where dst's insert triggers rewrote a copied row: a copy is
+    exact, or verification rightly refuses it (a NULL display_order would come back filled)."""
+    qs = marks(len(batch))
+    renumbered = _json_ints([new for _old, new in pairs])
+    for col in map(quote, written):
+        theirs = f"(SELECT s.{col} FROM {src}.messages s WHERE s.id = messages.id)"
+        conn.execute(
+            f"UPDATE {dst}.messages SET {col} = {theirs} WHERE session_id IN ({qs})"
+            f" AND id NOT IN (SELECT value FROM json_each(?)) AND {col} IS NOT {theirs}",
+            [*batch, renumbered],
+        )
+        for old, new in pairs:  # renumbered rows: matched by the order they were inserted in
+            conn.execute(
+                f"UPDATE {dst}.messages SET {col} = (SELECT {col} FROM {src}.messages"
+                " WHERE id = ?) WHERE id = ?",
+                (old, new),
+            )
+
+
+def _json_ints(values: Sequence[int]) -> str:
+    return "[" + ",".join(str(int(v)) for v in values) + "]"
+
+
+def _has(conn: sqlite3.Connection, schema: str, table: str) -> bool:
+    row = conn.execute(
+        f"SELECT 1 FROM {schema}.sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    return row is not None
+
+
+# --- move ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """What a move took into the vault (or, for a dry run, would take)."""
+
+    cutoff: float
+    dry_run: bool
+    sessions: int
+    messages: int
+    groups: int
+    session_ids: tuple[str, ...]
+    by_year: dict[str, dict[str, int]]  # year -> {sessions, messages}
+    busy: tuple[dict[str, str], ...] = ()  # kept: open ledger work
+    in_use: tuple[str, ...] = ()  # kept: the agent holds a lock or lease on it
+    held_back: int = 0  # groups kept because one member may not move
+    changed: tuple[str, ...] = ()  # kept: changed while being moved
+    finished: int = 0  # sessions of an interrupted move or return completed first
+    title_clashes: int = 0  # vaulted titles renamed (another vaulted session had it)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as plain JSON-ready data."""
+        out = asdict(self)
+        out["session_ids"] = list(self.session_ids)
+        out["busy"] = [dict(b) for b in self.busy]
+        out["in_use"] = list(self.in_use)
+        out["changed"] = list(self.changed)
+        out["duration_s"] = round(self.duration_s, 3)
+        return out
+
+
+def _batches(groups: Sequence[Group]) -> Iterator[list[Group]]:
+    """Split groups (already by year) into rounds of about BATCH_MESSAGES, one year each."""
+    batch: list[Group] = []
+    msgs = sessions = 0
+    for g in groups:
+        if batch and (
+            batch[0].year != g.year
+            or msgs + g.messages > BATCH_MESSAGES
+            or sessions + len(g.ids) > BATCH_SESSIONS
+        ):
+            yield batch
+            batch, msgs, sessions = [], 0, 0
+        batch.append(g)
+        msgs += g.messages
+        sessions += len(g.ids)
+    if batch:
+        yield batch
+
+
+def _in_both(live: Store, vault: Store) -> list[str]:
+    """Return the session ids the vault store holds that the live store has too."""
+    ids = [r[0] for r in vault.conn.execute("SELECT id FROM sessions")]
+    there: list[str] = []
+    for batch in chunks(ids):
+        there += [
+            r[0]
+            for r in live.conn.execute(
+                f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))})", batch
+            )
+        ]
+    return there
+
+
+@contextlib.contextmanager
+def vault_lock(home: Path) -> Iterator[None]:
+    """Hold the profile's vault lock (one move or return at a time); refuse when it is held."""
+    import fcntl
+
+    where = ensure_private_dir(vault_dir(home))
+    # An ordinary lock file of ours, never a store file: closing it drops only this flock.
+    fd = os.open(where / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise VaultError(
+                "another `hermes vault move` or `return` is running on this profile",
+                hint="Wait for it to finish, then run this again.",
+            ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+def _vault_for(live: Store, home: Path, year: str, opened: dict[str, Store]) -> Store:
+    if year not in opened:
+        path = vault_dir(home) / f"{year}.db"
+        if not path.exists():
+            create_vault_store(live, path)
+        vault = open_vault(path, waiting=live.waiting)
+        _align_columns(vault, live)
+        opened[year] = vault
+    return opened[year]
+
+
+def _drop_stale(live: Store, home: Path, keep: set[str]) -> int:
+    """Delete vault copies of sessions the live store still has, except those in keep.
+
+    Such a copy is what a killed move left before its live delete (or a killed return after
+    its live copy): the live session is the visible one, so the copy goes.
+    """
+    dropped = 0
+    for _year, path in vault_paths(home):
+        vault = open_vault(path, waiting=live.waiting)
+        try:
+            stale = [s for s in _in_both(live, vault) if s not in keep]
+            if stale:
+                dropped += vault.write(functools.partial(_delete_copies, schema="main", ids=stale))
+        finally:
+            vault.close()
+    return dropped
+
+
+def move_sessions(
+    live: Store,
+    home: Path,
+    older_than_days: float,
+    *,
+    sources: Sequence[str] = (),
+    dry_run: bool = False,
+    now: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> MoveResult:
+    """Move the groups plan_move chooses into the vault (or, dry, say which it would).
+
+    Each round: copy into the year's vault store (one transaction), verify every session there
+    against the live rows it came from, then delete from live in one transaction that first
+    re-checks each session is unchanged and still may move (a group that changed stays, and its
+    copy is dropped). Copies an interrupted run left behind are finished or dropped first.
+    """
+    started = time.monotonic()
+    plan = plan_move(live, older_than_days, sources=sources, now=now)
+    by_year: dict[str, dict[str, int]] = {}
+    for g in plan.groups:
+        slot = by_year.setdefault(g.year, {"sessions": 0, "messages": 0})
+        slot["sessions"] += len(g.ids)
+        slot["messages"] += g.messages
+
+    def result(ids: Sequence[str], msgs: int, **kw: Any) -> MoveResult:
+        return MoveResult(
+            cutoff=plan.cutoff,
+            dry_run=dry_run,
+            sessions=len(ids),
+            messages=msgs,
+            groups=kw.pop("groups", len(plan.groups)),
+            session_ids=tuple(ids),
+            by_year=kw.pop("by_year", by_year),
+            busy=tuple({"session_id": k, "message": v} for k, v in plan.busy.items()),
+            in_use=tuple(plan.in_use),
+            held_back=plan.held_back,
+            duration_s=time.monotonic() - started,
+            **kw,
+        )
+
+    if dry_run:
+        return result(plan.session_ids, sum(g.messages for g in plan.groups))
+    with vault_lock(home):
+        return _move_locked(live, home, plan, progress, result)
+
+
+def _move_locked(
+    live: Store,
+    home: Path,
+    plan: MovePlan,
+    progress: Callable[[int, int], None] | None,
+    result: Callable[..., MoveResult],
+) -> MoveResult:
+    finished = _drop_stale(live, home, set(plan.session_ids))
+    opened: dict[str, Store] = {}
+    moved: list[str] = []
+    changed: list[str] = []
+    msgs = clashes = 0
+    done_by_year: dict[str, dict[str, int]] = {}
+    total = len(plan.session_ids)
+    try:
+        if progress is not None:
+            progress(0, total)
+        for batch in _batches(plan.groups):
+            vault = _vault_for(live, home, batch[0].year, opened)
+            going, stayed, n, clash = _move_round(live, vault, batch, plan.cutoff)
+            moved += going
+            changed += stayed
+            msgs += n
+            clashes += clash
+            slot = done_by_year.setdefault(batch[0].year, {"sessions": 0, "messages": 0})
+            slot["sessions"] += len(going)
+            slot["messages"] += n
+            if progress is not None:
+                progress(len(moved) + len(changed), total)
+    finally:
+        for vault in opened.values():
+            vault.close()
+    return result(
+        moved,
+        msgs,
+        groups=len({g for g in plan.groups if set(g.ids) & set(moved)}),
+        by_year=done_by_year,
+        changed=tuple(changed),
+        finished=finished,
+        title_clashes=clashes,
+    )
+
+
+def _move_round(
+    live: Store, vault: Store, batch: Sequence[Group], cutoff: float
+) -> tuple[list[str], list[str], int, int]:
+    """Copy, verify, delete one round of groups; return (moved, changed, messages, clashes)."""
+    ids = [sid for g in batch for sid in g.ids]
+    with _attached(vault, live.path, "live"):
+        msg_cols = _common(vault.conn, "messages", "live", "main")
+        ses_cols = _common(vault.conn, "sessions", "live", "main")
+
+        def copy(conn: sqlite3.Connection) -> tuple[dict[str, Fingerprint], int]:
+            _delete_copies(conn, "main", ids)  # an earlier, interrupted copy: made again
+            before = _fingerprints(conn, "live", ids, msg_cols, ses_cols)
+            clash = _title_clashes(conn, "live", "main", ids)
+            _copy_rows(conn, "live", "main", ids)
+            return before, clash
+
+        before, clashes = vault.write(copy)
+    _step("copied")
+    with vault.snapshot() as conn:
+        after = _fingerprints(conn, "main", ids, msg_cols, ses_cols)
+    wrong = [sid for sid in ids if before.get(sid) != after.get(sid)]
+    if wrong:
+        vault.write(lambda c: _delete_copies(c, "main", ids))
+        raise VaultVerifyError(
+            f"the vault copy of {len(wrong)} session(s) did not match the live rows (first: "
+            f"{wrong[0]}); the copies were dropped and nothing left the live store"
+        )
+    _step("verified")
+    groups = [g.ids for g in batch]
+
+    def delete(conn: sqlite3.Connection) -> tuple[list[str], list[str], int]:
+        now_fp = _fingerprints(conn, "main", ids, msg_cols, ses_cols)
+        candidates, _busy, _using, _held = _movable(conn, cutoff, (), within=ids)
+        may = set().union(*candidates) if candidates else set()
+        going: list[str] = []
+        stayed: list[str] = []
+        for g in groups:
+            ok = all(s in may and now_fp.get(s) == before.get(s) for s in g)
+            (going if ok else stayed).extend(g)
+        done = _delete_in(conn, going)
+        return going, stayed, done.messages
+
+    going, stayed, n = live.write(delete)
+    _step("deleted")
+    if stayed:
+        vault.write(lambda c: _delete_copies(c, "main", stayed))
+    return going, stayed, n, clashes
+
+
+def _title_clashes(conn: sqlite3.Connection, src: str, dst: str, ids: Sequence[str]) -> int:
+    """Count the titles of these src sessions that dst already uses (renamed on the copy)."""
+    count = 0
+    for batch in chunks(ids):
+        count += int(
+            conn.execute(
+                f"SELECT count(*) FROM {src}.sessions s WHERE s.id IN ({marks(len(batch))})"
+                f" AND s.title IS NOT NULL AND EXISTS (SELECT 1 FROM {dst}.sessions t"
+                " WHERE t.title = s.title)",
+                batch,
+            ).fetchone()[0]
+        )
+    return count
+
+
+# --- return -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReturnResult:
+    """What a return brought back into the live store."""
+
+    sessions: int
+    messages: int
+    session_ids: tuple[str, ...]
+    with_group: tuple[str, ...]  # sessions returned because they share a group with one asked
+    kept_ids: int
+    renumbered: int  # messages whose ids were taken in the live store got new ones
+    title_clashes: int
+    finished: int  # sessions an interrupted move or return had left in both places
+    not_found: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as plain JSON-ready data."""
+        out = asdict(self)
+        for key in ("session_ids", "with_group", "not_found"):
+            out[key] = list(out[key])
+        return out
+
+
+def _locate(home: Path, ids: Sequence[str], waiting: Waiting) -> dict[str, tuple[str, Path]]:
+    """Find which vault store holds each id (exact ids or unique prefixes)."""
+    found: dict[str, tuple[str, Path]] = {}
+    for _year, path in vault_paths(home):
+        store = open_vault(path, read_only=True, waiting=waiting)
+        try:
+            for ref in ids:
+                rows = store.conn.execute(
+                    "SELECT id FROM sessions WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
+                    (ref, ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
+                ).fetchall()
+                exact = [r[0] for r in rows if r[0] == ref]
+                pick = exact or ([rows[0][0]] if len(rows) == 1 else [])
+                if pick and ref not in found:
+                    found[ref] = (pick[0], path)
+        finally:
+            store.close()
+    return found
+
+
+@dataclass
+class _Returned:
+    ids: list[str]
+    extra: list[str]
+    messages: int
+    renumbered: int
+    clashes: int
+    finished: int
+
+
+def _return_from(live: Store, path: Path, asked: set[str]) -> _Returned:
+    """Return the groups of the asked sessions from one vault store."""
+    vault = open_vault(path, waiting=live.waiting)
+    try:
+        groups = session_groups(vault.conn)
+        ids = sorted(set().union(*(groups[s] for s in asked if s in groups)))
+        both = sorted(set(_in_both(live, vault)) & set(ids))
+        fresh = [s for s in ids if s not in both]
+        with _attached(live, path, "vault"):
+            msg_cols = _common(live.conn, "messages", "vault", "main")
+            ses_cols = _common(live.conn, "sessions", "vault", "main")
+
+            def same(conn: sqlite3.Connection, which: Sequence[str]) -> list[str]:
+                mine = _fingerprints(conn, "main", which, msg_cols, ses_cols, with_ids=False)
+                theirs = _fingerprints(conn, "vault", which, msg_cols, ses_cols, with_ids=False)
+                return [s for s in which if mine.get(s) != theirs.get(s)]
+
+            def copy(conn: sqlite3.Connection) -> tuple[int, int, int]:
+                differ = same(conn, both)
+                if differ:
+                    raise VaultError(
+                        f"session {differ[0]} is in the live store and in {path.name} with "
+                        "different content; nothing was returned",
+                        hint="The live copy is the one the agent sees; `hermes vault move` "
+                        "files it again once it may move.",
+                    )
+                clash = _title_clashes(conn, "vault", "main", fresh)
+                n = _copy_rows(conn, "vault", "main", fresh)
+                return n, sum(_message_counts(conn, "vault", ids).values()), clash
+
+            renumbered, count, clashes = live.write(copy)
+            with live.snapshot() as conn:
+                wrong = same(conn, ids)
+        if wrong:
+            raise VaultVerifyError(
+                f"the returned copy of {wrong[0]} does not match its vault rows; the vault "
+                "copy was kept",
+                hint="`hermes vault check` reports the state; the live copy is the visible one.",
+            )
+        _step("returned")
+        vault.write(lambda c: _delete_copies(c, "main", ids))
+        _step("unvaulted")
+        return _Returned(
+            ids, [s for s in ids if s not in asked], count, renumbered, clashes, len(both)
+        )
+    finally:
+        vault.close()
+
+
+def return_sessions(live: Store, home: Path, refs: Sequence[str]) -> ReturnResult:
+    """Bring vaulted sessions (each with its whole group) back into the live store.
+
+    Session ids, message ids and uids are kept; a message id the live store has given to
+    another message meanwhile gets a new one (counted). A session already in both places (an
+    interrupted move or return) is checked equal and its vault copy dropped.
+    """
+    where = _locate(home, refs, live.waiting)
+    missing = [r for r in refs if r not in where]
+    if missing and not where:
+        raise SessionNotFoundError(
+            f"no vaulted session {missing[0]!r}",
+            hint="`hermes vault list` shows the vault; `hermes sessions search` finds sessions.",
+        )
+    by_path: dict[Path, set[str]] = {}
+    for sid, path in where.values():
+        by_path.setdefault(path, set()).add(sid)
+    with vault_lock(home):
+        parts = [_return_from(live, path, asked) for path, asked in by_path.items()]
+    messages = sum(p.messages for p in parts)
+    renumbered = sum(p.renumbered for p in parts)
+    return ReturnResult(
+        sessions=sum(len(p.ids) for p in parts),
+        messages=messages,
+        session_ids=tuple(s for p in parts for s in p.ids),
+        with_group=tuple(s for p in parts for s in p.extra),
+        kept_ids=messages - renumbered,
+        renumbered=renumbered,
+        title_clashes=sum(p.clashes for p in parts),
+        finished=sum(p.finished for p in parts),
+        not_found=tuple(missing),
+    )
+
+
+# --- list and check -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VaultStoreInfo:
+    """One vault store: what it holds and how big it is."""
+
+    year: str
+    path: str
+    sessions: int
+    messages: int
+    bytes: int
+    first_started: float | None
+    last_active: float | None
+    hidden: int = 0  # sessions the live store has too (invisible here until finished)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the store's figures as plain JSON-ready data."""
+        return asdict(self)
+
+
+def _live_ids(live: Store | None, ids: Sequence[str]) -> set[str]:
+    """Return which of these session ids the live store has."""
+    if live is None:
+        return set()
+    out: set[str] = set()
+    for batch in chunks(ids):
+        out.update(
+            r[0]
+            for r in live.conn.execute(
+                f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))})", batch
+            )
+        )
+    return out
+
+
+def live_ids(live: Store | None, ids: Sequence[str]) -> set[str]:
+    """Return which of these session ids the live store has (those are invisible in the vault)."""
+    return _live_ids(live, ids)
+
+
+def list_vault(
+    home: Path, live: Store | None = None, waiting: Waiting = NO_WAITING
+) -> list[VaultStoreInfo]:
+    """Describe every vault store of the profile (read-only), oldest year first."""
+    out = []
+    for year, path in vault_paths(home):
+        store = open_vault(path, read_only=True, waiting=waiting)
+        try:
+            with store.snapshot() as conn:
+                ids = [r[0] for r in conn.execute("SELECT id FROM sessions")]
+                msgs = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
+                first, last = conn.execute(
+                    f"SELECT MIN(s.started_at), MAX({_age_expr(conn)}) FROM sessions s"
+                ).fetchone()
+            hidden = len(_live_ids(live, ids))
+        finally:
+            store.close()
+        out.append(
+            VaultStoreInfo(
+                year=year,
+                path=str(path),
+                sessions=len(ids),
+                messages=msgs,
+                bytes=os.stat(path).st_size,
+                first_started=first,
+                last_active=last,
+                hidden=hidden,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class VaultCheck:
+    """What check_vault found: per store its checks, and the problems across stores."""
+
+    stores: tuple[dict[str, Any], ...]
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every store is sound and every vaulted session is in exactly one place."""
+        return not self.problems and all(s["ok"] for s in self.stores)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as plain JSON-ready data."""
+        return {
+            "ok": self.ok,
+            "stores": [dict(s) for s in self.stores],
+            "problems": list(self.problems),
+        }
+
+
+def _fts5_tables(conn: sqlite3.Connection) -> list[str]:
+    return [
+        str(n)
+        for n, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+        if sql and "USING FTS5" in str(sql).upper()
+    ]
+
+
+def check_vault(home: Path, live: Store | None, waiting: Waiting = NO_WAITING) -> VaultCheck:
+    """Check every vault store: integrity, its search indexes, and that each vaulted session
+    is in one vault store only and absent from the live store."""
+    stores: list[dict[str, Any]] = []
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for year, path in vault_paths(home):
+        checks: list[dict[str, Any]] = []
+        try:
+            # Writable (it is ours, and FTS5 integrity-check is a write statement; it writes
+            # nothing): never migrated, the edit role.
+            store = open_vault(path, waiting=waiting)
+        except (HermesStateError, sqlite3.Error) as exc:
+            stores.append(
+                {
+                    "year": year,
+                    "path": str(path),
+                    "ok": False,
+                    "checks": [{"name": "open", "ok": False, "detail": str(exc)}],
+                }
+            )
+            continue
+        try:
+            conn = store.conn
+            lines = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(20)")]
+            checks.append(
+                {"name": "integrity", "ok": lines == ["ok"], "detail": "; ".join(lines[:3])}
+            )
+            bad = [p for t in _fts5_tables(conn) if (p := _fts_problem(conn, t))]
+            checks.append(
+                {"name": "search_indexes", "ok": not bad, "detail": "; ".join(bad) or "ok"}
+            )
+            ids = [r[0] for r in conn.execute("SELECT id FROM sessions")]
+        finally:
+            store.close()
+        twice = [s for s in ids if s in seen]
+        for sid in ids:
+            seen.setdefault(sid, year)
+        in_live = sorted(_live_ids(live, ids))
+        checks.append(
+            {
+                "name": "once",
+                "ok": not twice,
+                "detail": f"{len(twice)} also in {seen[twice[0]]}.db (first: {twice[0]})"
+                if twice
+                else "ok",
+            }
+        )
+        checks.append(
+            {
+                "name": "absent_from_live",
+                "ok": not in_live,
+                "detail": f"{len(in_live)} also in the live store (first: {in_live[0]}): an "
+                "interrupted move or return; re-run it to finish"
+                if in_live
+                else "ok",
+            }
+        )
+        ok = all(c["ok"] for c in checks)
+        if not ok:
+            problems += [f"{year}.db: {c['name']}: {c['detail']}" for c in checks if not c["ok"]]
+        stores.append(
+            {"year": year, "path": str(path), "ok": ok, "sessions": len(ids), "checks": checks}
+        )
+    return VaultCheck(tuple(stores), tuple(problems))
+
+
+def _fts_problem(conn: sqlite3.Connection, table: str) -> str | None:
+    try:
+        conn.execute(f"INSERT INTO {quote(table)}({quote(table)}) VALUES ('integrity-check')")
+    except sqlite3.DatabaseError as exc:
+        return f"{table}: {exc}"
+    return None
+
+
+def locate(
+    home: Path, ref: str, live: Store | None, waiting: Waiting = NO_WAITING
+) -> tuple[str, Path, str] | None:
+    """Find a vaulted session a reader can see by id, unique id prefix or exact title: return
+    (year, store path, session id), newest year first; None when no vault store has it."""
+    from hermes_state.sessions import find_session_exact
+
+    for year, path in reversed(vault_paths(home)):
+        store = open_vault(path, read_only=True, waiting=waiting)
+        try:
+            try:
+                sid = find_session_exact(store, ref)
+            except SessionNotFoundError:
+                continue
+        finally:
+            store.close()
+        if sid not in _live_ids(live, [sid]):
+            return year, path, sid
+    return None
+
+
+def export_spanning(
+    live: Store,
+    records: Iterator[dict[str, Any]],
+    *,
+    session_ids: Sequence[str] | None = None,
+    **filters: Any,
+) -> Iterator[dict[str, Any]]:
+    """Yield the live export records and the vault's (same filters; ``session_ids`` then names
+    vaulted ones), each marked ``"vault"``: its year, or None for live; oldest first."""
+    import heapq
+
+    from hermes_state.portability import export_all
+
+    def marked(it: Iterator[dict[str, Any]], year: str | None) -> Iterator[dict[str, Any]]:
+        for record in it:
+            record["vault"] = year
+            yield record
+
+    def from_store(year: str, path: Path) -> Iterator[dict[str, Any]]:
+        store = open_vault(path, read_only=True, waiting=live.waiting)
+        try:
+            for record in export_all(store, session_ids=session_ids, **filters):
+                if record.get("id") not in _live_ids(live, [str(record.get("id"))]):
+                    record["vault"] = year
+                    yield record
+        finally:
+            store.close()
+
+    streams = [marked(records, None)]
+    if session_ids is None or session_ids:
+        streams += [from_store(y, p) for y, p in vault_paths(live.path.parent)]
+    yield from heapq.merge(*streams, key=lambda r: float(r.get("started_at") or 0))
