@@ -150,7 +150,7 @@ _hermes() {
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
         "sessions list") opts="--source --exclude-source --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --format --json --fields --color --no-pager -h --help -p --profile" ;;
         "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --format --json --fields --color --no-pager -h --help -p --profile"; args=(""); variadic=1 ;;
-        "sessions browse") opts="--source --role --since --archived --print --print-id -h --help -p --profile"; args=("") ;;
+        "sessions browse") opts="--source --role --since --archived --print --print-id --vault -h --help -p --profile"; args=("") ;;
         "sessions show") opts="--all --tail --role --reasoning --redact --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than --after-id --redact -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict --json -h --help -p --profile"; args=("files") ;;

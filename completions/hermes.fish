@@ -176,6 +176,7 @@ complete -c hermes -n '__hermes_at \'sessions browse\'' -l since -x -d 'Only ses
 complete -c hermes -n '__hermes_at \'sessions browse\'' -l archived -d 'Include archived sessions.'
 complete -c hermes -n '__hermes_at \'sessions browse\'' -l print -x -a 'id resume' -d 'On Enter, print the session id, or the line that resumes it in Hermes Agent (the agent\'s own `hermes --resume ID`).'
 complete -c hermes -n '__hermes_at \'sessions browse\'' -l print-id -d 'Same as --print id (for $(...) in scripts).'
+complete -c hermes -n '__hermes_at \'sessions browse\'' -l vault -d 'Include vaulted sessions (marked [vault 2025]; read-only here: `hermes vault return ID` brings one back).'
 complete -c hermes -n '__hermes_at \'sessions browse\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_arg \'sessions show\' 0' -k -a '(__hermes_values ids)'
 complete -c hermes -n '__hermes_arg \'sessions show\' 0' -a '(__hermes_values titles)'

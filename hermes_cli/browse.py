@@ -150,6 +150,12 @@ class Row:
     hit: dict[str, Any] | None = None
     hits_in_session: int = 0  # sessions view of a query: how many of the fetched hits
 
+    @property
+    def vault(self) -> str | None:
+        """Return the vault year of the row's session (None: it is in the live store)."""
+        year = self.session.get("vault") or (self.hit or {}).get("vault")
+        return str(year) if year else None
+
 
 @dataclass
 class Results:
@@ -192,9 +198,10 @@ class Browser:
     connection per edit, as `hermes sessions rename` does.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, vault_home: Path | None = None) -> None:
         self.store = store
         self.path: Path = store.path
+        self.vault_home = vault_home  # the profile whose vault is browsed too (None: live only)
         self._count_store: Store | None = None
         self._count_lock = threading.Lock()
         self._sources: list[str] | None = None
@@ -257,18 +264,67 @@ class Browser:
         finally:
             store.close()
 
-    def _hits(self, request: Request) -> Results:
-        from hermes_state import search
+    @contextlib.contextmanager
+    def _vault_store(self, year: str) -> Iterator[Store]:
+        """Open the vault store of a year read-only for one read (it is never written here)."""
+        from hermes_state import vault
 
-        found = search.search_messages(
+        home = self.vault_home if self.vault_home is not None else self.path.parent
+        # A store gone meanwhile (its sessions all returned) raises StoreNotFoundError.
+        path = vault.vault_dir(home) / f"{year}.db"
+        store = vault.open_vault(path, read_only=True, waiting=self.store.waiting)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @contextlib.contextmanager
+    def _store_of(self, year: str | None) -> Iterator[Store]:
+        """Yield the store a session lives in: its vault store, else the shared live one."""
+        if year is None:
+            with self._shared() as store:
+                yield store
+        else:
+            with self._vault_store(year) as store:
+                yield store
+
+    def _search(self, request: Request, limit: int, offset: int) -> Any:
+        """Search the live store, and with vault_home the vault as well (hits marked)."""
+        from hermes_state import search, vault_search
+
+        options = request.filters.search_options()
+        if self.vault_home is None:
+            return search.search_messages(
+                self.store, request.query, limit=limit, offset=offset, context=False, **options
+            )
+        return vault_search.search_spanning(
             self.store,
+            self.vault_home,
             request.query,
-            limit=HITS_PAGE,
-            offset=request.offset,
+            limit=limit,
+            offset=offset,
             context=False,
-            **request.filters.search_options(),
+            **options,
         )
-        infos = _with_previews(self.store, {h["session_id"] for h in found})
+
+    def _infos(self, hits: Any) -> dict[str, dict[str, Any]]:
+        """Return the listing columns of the hits' sessions, each read where its hit was found."""
+        by_year: dict[str | None, set[str]] = {}
+        for h in hits:
+            by_year.setdefault(h.get("vault"), set()).add(h["session_id"])
+        infos: dict[str, dict[str, Any]] = {}
+        for year, ids in by_year.items():
+            if year is None:
+                infos.update(_with_previews(self.store, ids))
+                continue
+            with self._vault_store(year) as store:
+                for sid, info in _with_previews(store, ids).items():
+                    infos[sid] = {**info, "vault": year}
+        return infos
+
+    def _hits(self, request: Request) -> Results:
+        found = self._search(request, HITS_PAGE, request.offset)
+        infos = self._infos(found)
         rows = [Row(h["session_id"], infos.get(h["session_id"], {}), hit=h) for h in found]
         return Results(
             request,
@@ -281,16 +337,8 @@ class Browser:
 
     def _grouped(self, request: Request) -> Results:
         """The sessions view of a query: one row per session, in the order of its best hit."""
-        from hermes_state import search
-
-        found = search.search_messages(
-            self.store,
-            request.query,
-            limit=GROUPED_HITS,
-            context=False,
-            **request.filters.search_options(),
-        )
-        infos = _with_previews(self.store, {h["session_id"] for h in found})
+        found = self._search(request, GROUPED_HITS, 0)
+        infos = self._infos(found)
         rows: dict[str, Row] = {}
         for hit in found:
             sid = hit["session_id"]
@@ -309,10 +357,23 @@ class Browser:
         from hermes_state import sessions as lib
 
         options = request.filters.list_options()
-        listed = lib.list_sessions(
-            self.store, limit=SESSIONS_PAGE, offset=request.offset, order="active", **options
-        )
-        total = lib.count_sessions(self.store, **options)
+        if self.vault_home is None:
+            listed = lib.list_sessions(
+                self.store, limit=SESSIONS_PAGE, offset=request.offset, order="active", **options
+            )
+            total = lib.count_sessions(self.store, **options)
+        else:
+            from hermes_state import vault_search
+
+            spanned = vault_search.list_spanning(
+                self.store,
+                self.vault_home,
+                limit=SESSIONS_PAGE,
+                offset=request.offset,
+                order="active",
+                **options,
+            )
+            listed, total = spanned.rows, spanned.total
         rows = [Row(r["id"], r) for r in listed]
         return Results(
             request,
@@ -325,7 +386,7 @@ class Browser:
 
     def count(self, request: Request, should_stop: Callable[[], bool]) -> MatchCount | None:
         """Count the matches of a search request on the count connection (None on failure)."""
-        from hermes_state import search
+        from hermes_state import search, vault_search
         from hermes_state.connection import open_store
 
         try:
@@ -334,12 +395,26 @@ class Browser:
                     return None
                 if self._count_store is None:
                     self._count_store = open_store(self.path, read_only=True)
+
+                def stop() -> bool:
+                    return self._closed or should_stop()
+
+                options = request.filters.search_options()
+                if self.vault_home is not None:
+                    return vault_search.count_spanning(
+                        self._count_store,
+                        self.vault_home,
+                        request.query,
+                        budget_s=COUNT_BUDGET_S,
+                        should_stop=stop,
+                        **options,
+                    )
                 return search.count_matches(
                     self._count_store,
                     request.query,
                     budget_s=COUNT_BUDGET_S,
-                    should_stop=lambda: self._closed or should_stop(),
-                    **request.filters.search_options(),
+                    should_stop=stop,
+                    **options,
                 )
         except BrowseError:
             return None
@@ -349,9 +424,9 @@ class Browser:
         from hermes_state import messages
 
         around = row.hit["id"] if row.hit else None
-        with _reading(self.path), self._shared():
+        with _reading(self.path), self._store_of(row.vault) as store:
             return messages.message_window(
-                self.store,
+                store,
                 row.session_id,
                 around,
                 before=WINDOW_BEFORE if around else 0,
@@ -365,13 +440,14 @@ class Browser:
         with _reading(self.path), self._shared():
             return lib.get_session(self.store, session_id)
 
-    def transcript(self, session_id: str) -> Iterator[dict[str, Any]]:
-        """Yield the session's transcript (live and compression-archive rows), at most
-        TRANSCRIPT_MAX messages, reading a bounded chunk at a time."""
+    def transcript(self, session_id: str, vault: str | None = None) -> Iterator[dict[str, Any]]:
+        """Yield the session's transcript (live and compression-archive rows; from its vault
+        store when vaulted), at most TRANSCRIPT_MAX messages, a bounded chunk at a time."""
         from hermes_state import messages
 
         shown = 0
-        with _reading(self.path), self._own_store() as store:
+        opened = self._vault_store(vault) if vault else self._own_store()
+        with _reading(self.path), opened as store:
             for msg in messages.iter_messages(
                 store, session_id, include_inactive=True, chunk=TRANSCRIPT_CHUNK
             ):
@@ -384,11 +460,15 @@ class Browser:
 
     def sources(self) -> list[str]:
         """Return the sources the store holds, most sessions first (read once)."""
-        from hermes_state import stats
+        from hermes_state import stats, vault_search
 
         if self._sources is None:
             with _reading(self.path), self._shared():
-                self._sources = [r["source"] for r in stats.counts_by_source(self.store)]
+                found = [r["source"] for r in stats.counts_by_source(self.store)]
+                if self.vault_home is not None:
+                    vaulted = vault_search.vault_sources(self.store, self.vault_home)
+                    found += sorted(vaulted - set(found))
+                self._sources = found
         return self._sources
 
     def changed_marker(self) -> tuple[int, ...]:
@@ -433,17 +513,33 @@ class Browser:
         with _writing(self.path) as store:
             return maintenance.delete_session(store, session_id)
 
-    def export(self, session_id: str, target: str) -> tuple[Path, int]:
-        """Export one session to a new file (.md: Markdown, else JSON Lines); (path, messages)."""
-        from hermes_state import portability
+    def export(self, session_id: str, target: str, vault: str | None = None) -> tuple[Path, int]:
+        """Export one session to a new file (.md: Markdown, else JSON Lines); (path, messages).
+        A vaulted session is read from the vault, its records marked with the year, as
+        `hermes sessions export` writes them."""
+        from hermes_state import portability, vault as vaults
 
         path = Path(target).expanduser()
         writer = portability.write_markdown if path.suffix == ".md" else portability.write_jsonl
         with _reading(self.path), self._own_store() as store:
             checked = portability.check_export_target(path)
-            records = portability.export_all(store, session_ids=[session_id])
+            if vault:
+                records = vaults.export_spanning(store, iter(()), session_ids=[session_id])
+            else:
+                records = portability.export_all(store, session_ids=[session_id])
             counts = portability.export_to_path(records, checked, writer)
         return checked, counts.messages
+
+
+def vault_refusal(row: Row) -> str | None:
+    """Return the one-line notice refusing an edit of a vaulted session (None: it is live)."""
+    if row.vault is None:
+        return None
+    back = f"hermes vault return {shlex.quote(row.session_id)}"
+    return (
+        f"{flat(row.session_id)} is in the vault ({flat(row.vault)}), read-only here:"
+        f" `{flat(back)}` brings it back."
+    )
 
 
 def _with_previews(store: Store, session_ids: set[str]) -> dict[str, dict[str, Any]]:
@@ -611,6 +707,8 @@ def title_within(label: str, cells: int) -> str:
 
 def _tags(session: dict[str, Any]) -> list[tuple[str, str]]:
     tags = []
+    if session.get("vault"):
+        tags.append((f" [vault {flat(session['vault'])}]", "bold yellow"))
     if session.get("pinned"):
         tags.append((" [pinned]", "bold"))
     if session.get("archived"):
@@ -989,15 +1087,17 @@ def run(
     since: str | None,
     archived: bool = False,
     prints: str = "id",
+    vaulted: bool = False,
 ) -> str | None:
     """Open the store, read the first results (so a broken store fails before the screen
-    starts), run the browser and return the chosen session id (None when quit)."""
+    starts), run the browser (the vault's sessions too when vaulted) and return the chosen
+    session id (None when quit)."""
     from hermes_cli import stores
     from hermes_state.errors import HermesStateError
 
     filters = initial_filters(sources=sources, roles=roles, since=since, archived=archived)
     with stores.read_store() as store:
-        browser = Browser(store)
+        browser = Browser(store, vault_home=store.path.parent if vaulted else None)
         try:
             initial = browser.load(Request(0, "hits", query, filters))
             if not (output.isatty(sys.stdin) and output.isatty(sys.stderr)):

@@ -647,7 +647,7 @@ class TranscriptScreen(Screen[None]):
         batch: list[dict[str, Any]] = []
         size = browse.TRANSCRIPT_FIRST  # a small first batch: the first screen comes at once
         try:
-            for msg in self.browser.transcript(self.row.session_id):
+            for msg in self.browser.transcript(self.row.session_id, self.row.vault):
                 batch.append(msg)
                 if len(batch) >= size:
                     self.app.call_from_thread(self._append, batch)
@@ -1163,6 +1163,15 @@ class BrowseScreen(Screen[None]):
         text.append(tail)
         return text
 
+    def _refused(self, row: Row) -> bool:
+        """Say on the screen that a vaulted session is not changed here; True when refused."""
+        notice = browse.vault_refusal(row)
+        if notice is None:
+            return False
+        self.notices.append(notice)
+        self.notify(notice, severity="warning", timeout=8, markup=False)
+        return True
+
     def _run_edit(self, row: Row, work: Callable[[], Any], success: Callable[[Any], str]) -> None:
         self.busy = "waiting for the store…"
         self._draw_status()
@@ -1192,7 +1201,7 @@ class BrowseScreen(Screen[None]):
     def action_rename(self) -> None:
         """Give the highlighted session a new title."""
         row = self.current_row()
-        if row is None:
+        if row is None or self._refused(row):
             return
         current = row.session.get("title") or ""
 
@@ -1221,7 +1230,7 @@ class BrowseScreen(Screen[None]):
                 return
             self._run_edit(
                 row,
-                lambda: self.browser.export(row.session_id, path),
+                lambda: self.browser.export(row.session_id, path, row.vault),
                 lambda done: f"Exported {done[1]} messages to {browse.flat(str(done[0]))}",
             )
 
@@ -1231,7 +1240,7 @@ class BrowseScreen(Screen[None]):
     def action_pin(self) -> None:
         """Pin the highlighted session (prune keeps it), or unpin it."""
         row = self.current_row()
-        if row is None:
+        if row is None or self._refused(row):
             return
         pinned = bool(row.session.get("pinned"))
         verb = "Unpin" if pinned else "Pin"
@@ -1249,7 +1258,7 @@ class BrowseScreen(Screen[None]):
     def action_archive(self) -> None:
         """Archive the highlighted session (hidden from listings), or unarchive it."""
         row = self.current_row()
-        if row is None:
+        if row is None or self._refused(row):
             return
         archived = bool(row.session.get("archived"))
         verb = "Unarchive" if archived else "Archive"
@@ -1267,7 +1276,7 @@ class BrowseScreen(Screen[None]):
     def action_delete(self) -> None:
         """Delete the highlighted session, exactly that id, after a confirmation naming it."""
         row = self.current_row()
-        if row is None:
+        if row is None or self._refused(row):
             return
         msgs = row.session.get("message_count") or 0
         pinned = " It is PINNED." if row.session.get("pinned") else ""

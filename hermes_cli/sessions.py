@@ -670,6 +670,16 @@ def browse(
     print_id: Annotated[
         bool, typer.Option("--print-id", help="Same as --print id (for $(...) in scripts).")
     ] = False,
+    vaulted: Annotated[
+        bool,
+        typer.Option(
+            "--vault",
+            help=(
+                "Include vaulted sessions (marked [vault 2025]; read-only here: "
+                "`hermes vault return ID` brings one back)."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Browse and search sessions full-screen; Enter prints the chosen session id.
 
@@ -677,8 +687,9 @@ def browse(
     choosing prints nothing and exits 1. Archived sessions are left out unless --archived
     (^G changes that on the screen). --print resume prints Hermes Agent's own command line
     for the session (`hermes --resume ID`, an option of the agent's `hermes`, not of this
-    tool). Vaulted sessions (`hermes vault`) are not browsed: `sessions search`, `show` and
-    `export` read them.
+    tool). Vaulted sessions (`hermes vault`) are browsed only with --vault: the list and the
+    hits then span the live store and the vault, and a vaulted session can be previewed,
+    opened and exported but not renamed, pinned, archived or deleted.
     """
     from hermes_cli import browse as tui
 
@@ -690,6 +701,7 @@ def browse(
         since=since,
         archived=archived,
         prints=what.value,
+        vaulted=vaulted,
     )
     if chosen is None:
         raise typer.Exit(1)

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hermes_state import cjk, guard, meta
+from hermes_state import bulkload, cjk, fts, guard, meta
 from hermes_state.connection import (
     NO_WAITING,
     Store,
@@ -59,6 +59,10 @@ PROMPTS_TABLE = "system_prompts"
 # that the agent's writes never wait long for the live delete, long enough to amortise fsyncs.
 BATCH_MESSAGES = 20_000
 BATCH_SESSIONS = 400
+VAULT_CACHE_KIB = 128 * 1024  # the vault handle's page cache while a move writes to it
+# One live delete transaction takes groups of about this many messages: its FTS delete
+# triggers cost ~30 µs a message, so the agent's next write waits well under a second.
+DELETE_MESSAGES = 20_000
 # state_meta keys that describe one file, not the layout: never carried into a vault store.
 _FILE_META_KEYS = frozenset(
     {
@@ -193,6 +197,67 @@ def _fingerprints(
         ):
             n, mdigest = msgs.get(sid, (0, ""))
             out[sid] = (n, mdigest, str(digest))
+    return out
+
+
+def _differs(col: str) -> str:
+    """SQL: column col of rows x and y differs, by value or storage class, byte for byte."""
+    c = quote(col)
+    return f"x.{c} IS NOT y.{c} COLLATE BINARY OR typeof(x.{c}) <> typeof(y.{c})"
+
+
+def _mismatched(
+    conn: sqlite3.Connection,
+    a: str,
+    b: str,
+    ids: Sequence[str],
+    msg_cols: Sequence[str],
+    session_cols: Sequence[str],
+) -> set[str]:
+    """Return the sessions whose rows in schema a and schema b are not the same (compared in SQL,
+    every value exactly): a session row, except its title (renamed on a clash), and the same
+    set of message rows, ids included. A session absent from either side differs."""
+    mdiff = " OR ".join(_differs(c) for c in msg_cols if c != "id")
+    sdiff = " OR ".join(_differs(c) for c in session_cols if c not in ("id", "title"))
+    out: set[str] = set()
+    for batch in chunks(ids):
+        qs = marks(len(batch))
+        out.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT DISTINCT x.session_id FROM {a}.messages x LEFT JOIN {b}.messages y"
+                f" ON y.id = x.id WHERE x.session_id IN ({qs}) AND (y.id IS NULL OR {mdiff})",
+                batch,
+            )
+        )
+        counts = [
+            dict(
+                conn.execute(
+                    f"SELECT session_id, count(*) FROM {side}.messages"
+                    f" WHERE session_id IN ({qs}) GROUP BY session_id",
+                    batch,
+                ).fetchall()
+            )
+            for side in (a, b)
+        ]
+        # Every row of a has its equal in b (ids are unique): equal counts make the sets equal.
+        out.update(s for s in batch if counts[0].get(s, 0) != counts[1].get(s, 0))
+        present = [
+            {
+                r[0]
+                for r in conn.execute(f"SELECT id FROM {side}.sessions WHERE id IN ({qs})", batch)
+            }
+            for side in (a, b)
+        ]
+        out.update(s for s in batch if s not in present[0] or s not in present[1])
+        out.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT x.id FROM {a}.sessions x JOIN {b}.sessions y ON y.id = x.id"
+                f" WHERE x.id IN ({qs}) AND ({sdiff or '0'})",
+                batch,
+            )
+        )
     return out
 
 
@@ -565,7 +630,13 @@ def _parents_first(conn: sqlite3.Connection, schema: str, ids: Sequence[str]) ->
 
 
 def _copy_rows(
-    conn: sqlite3.Connection, src: str, dst: str, ids: Sequence[str], *, keep_ids: bool = True
+    conn: sqlite3.Connection,
+    src: str,
+    dst: str,
+    ids: Sequence[str],
+    *,
+    keep_ids: bool = True,
+    catch_up: bool = True,
 ) -> int:
     """Copy these sessions' rows from schema src to schema dst (caller's transaction); return
     how many messages got new ids (their ids were taken in dst)."""
@@ -648,9 +719,89 @@ def _copy_rows(
                 f" FROM {src}.session_model_usage WHERE session_id IN ({qs})",
                 batch,
             )
-    if dst == "main" and meta.get(conn, cjk.HIGH_WATER_KEY) is not None:
+    if catch_up and dst == "main" and meta.get(conn, cjk.HIGH_WATER_KEY) is not None:
         cjk.catch_up(conn)  # our CJK index is filled by the library, not by triggers
     return renumbered
+
+
+_WINDOW_LOW = -(2**62)
+
+
+def _defer_indexing(conn: sqlite3.Connection) -> bool:
+    """Close the rebuild window of the vault store's word and substring indexes, so the rows
+    this transaction copies are indexed in bulk by :func:`_index_copied`; tell whether it did.
+
+    Only the agent's gated external layout can defer (see :mod:`bulkload`); any other layout,
+    or a rebuild already pending, keeps its per-row triggers. No other connection ever sees the
+    closed window: :func:`_index_copied` reopens it in the same transaction.
+    """
+    idx = fts.indexes(conn)
+    if idx.stale or idx.high_water is not None or idx.progress is not None:
+        return False
+    expected = ((idx.word, fts.WORD_SOURCE), (idx.trigram, fts.TRIGRAM_SOURCE))
+    for index, source in expected:
+        if index is None or index.flavor != "external" or index.content != source:
+            return False
+    if not all(bulkload._gated(conn, f"{t}_insert") for t in fts.INDEX_TABLES):
+        return False
+    # Ids in (_WINDOW_LOW, OPEN_TOP] are left to _index_copied; the triggers index any other.
+    meta.put(conn, fts.HIGH_WATER_KEY, bulkload.OPEN_TOP)
+    meta.put(conn, fts.PROGRESS_KEY, _WINDOW_LOW)
+    return True
+
+
+def _index_copied(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
+    """Index these sessions' messages in the vault store's word and substring indexes in one
+    statement per index, and reopen the window (same transaction)."""
+    idx = fts.indexes(conn)
+    saved = {t: bulkload._hashsize(conn, t) for t in fts.INDEX_TABLES}
+    for table in fts.INDEX_TABLES:
+        bulkload._set_hashsize(conn, table, max(bulkload.BULK_HASHSIZE, saved[table] or 0))
+    for index in (idx.word, idx.trigram):
+        assert index is not None and index.content is not None
+        cols = ", ".join(map(quote, index.columns))
+        for batch in chunks(ids):
+            conn.execute(
+                f"INSERT INTO main.{quote(index.table)}(rowid, {cols}) SELECT id, {cols}"
+                f" FROM main.{quote(index.content)} WHERE id IN (SELECT id FROM main.messages"
+                f" WHERE session_id IN ({marks(len(batch))}) AND id > ? AND id <= ?)",
+                [*batch, _WINDOW_LOW, bulkload.OPEN_TOP],
+            )
+    for table in fts.INDEX_TABLES:
+        bulkload._set_hashsize(conn, table, saved[table])
+    meta.delete(conn, fts.HIGH_WATER_KEY, fts.PROGRESS_KEY)
+
+
+def _cjk_current(conn: sqlite3.Connection) -> bool:
+    """Tell whether the vault store's CJK index holds every message (mark at the top, no queue)."""
+    hw = meta.get_int(conn, cjk.HIGH_WATER_KEY)
+    if hw is None or hw < fts.max_id(conn):
+        return False
+    return conn.execute(f"SELECT 1 FROM main.{cjk.PENDING_TABLE} LIMIT 1").fetchone() is None
+
+
+def _cjk_index_copied(conn: sqlite3.Connection, ids: Sequence[str]) -> None:
+    """Index the copied messages in the CJK index, which held every other row before the copy
+    (see :func:`_cjk_current`), and move its mark to the top (same transaction)."""
+    for batch in chunks(ids):
+        qs = marks(len(batch))
+        # CJK text is never ASCII: a byte count above the character count finds every candidate
+        # row in C; _grams_for then decides, exactly as catch-up does.
+        rows = conn.execute(
+            "SELECT id, content, tool_calls FROM main.messages"
+            f" WHERE session_id IN ({qs}) AND (length(CAST(content AS BLOB)) > length(content)"
+            " OR length(CAST(tool_calls AS BLOB)) > length(tool_calls))",
+            batch,
+        ).fetchall()
+        docs = [(rid, g) for rid, content, calls in rows if (g := cjk._grams_for(content, calls))]
+        conn.executemany(f"INSERT INTO main.{cjk.TABLE}(rowid, grams) VALUES (?, ?)", docs)
+        # Copied rows at or below the mark were queued by the insert trigger: indexed now.
+        conn.execute(
+            f"DELETE FROM main.{cjk.PENDING_TABLE} WHERE id IN"
+            f" (SELECT id FROM main.messages WHERE session_id IN ({qs}))",
+            batch,
+        )
+    meta.put(conn, cjk.HIGH_WATER_KEY, fts.max_id(conn))
 
 
 _ASSIGNED = re.compile(r'"?(\w+)"?\s*=')
@@ -802,6 +953,9 @@ def _vault_for(live: Store, home: Path, year: str, opened: dict[str, Store]) -> 
         if not path.exists():
             create_vault_store(live, path)
         vault = open_vault(path, waiting=live.waiting)
+        # This handle's page cache only (never the live store's): a round's copy touches every
+        # index of messages and three FTS indexes; the default 2 MB evicts what the next needs.
+        vault.conn.execute(f"PRAGMA main.cache_size = -{VAULT_CACHE_KIB}")
         _align_columns(vault, live)
         opened[year] = vault
     return opened[year]
@@ -904,10 +1058,11 @@ def _move_locked(
     finally:
         for vault in opened.values():
             vault.close()
+    done = set(moved)
     return result(
         moved,
         msgs,
-        groups=len({g for g in plan.groups if set(g.ids) & set(moved)}),
+        groups=sum(1 for g in plan.groups if not done.isdisjoint(g.ids)),
         by_year=done_by_year,
         changed=tuple(changed),
         finished=finished,
@@ -918,50 +1073,84 @@ def _move_locked(
 def _move_round(
     live: Store, vault: Store, batch: Sequence[Group], cutoff: float
 ) -> tuple[list[str], list[str], int, int]:
-    """Copy, verify, delete one round of groups; return (moved, changed, messages, clashes)."""
+    """Copy, verify, delete one round of groups; return (moved, changed, messages, clashes).
+
+    Both checks compare the rows themselves in SQL, every value exactly: the copy against the
+    live snapshot it was read from (inside the copy's transaction: a difference is a bad copy),
+    then, inside each live delete transaction, the committed vault rows against the live rows
+    of that moment (a difference is a change meanwhile: that group stays live).
+    """
     ids = [sid for g in batch for sid in g.ids]
     with _attached(vault, live.path, "live"):
         msg_cols = _common(vault.conn, "messages", "live", "main")
         ses_cols = _common(vault.conn, "sessions", "live", "main")
 
-        def copy(conn: sqlite3.Connection) -> tuple[dict[str, Fingerprint], int]:
+        def copy(conn: sqlite3.Connection) -> int:
             _delete_copies(conn, "main", ids)  # an earlier, interrupted copy: made again
-            before = _fingerprints(conn, "live", ids, msg_cols, ses_cols)
             clash = _title_clashes(conn, "live", "main", ids)
-            _copy_rows(conn, "live", "main", ids)
-            return before, clash
+            deferred = _defer_indexing(conn)
+            cjk_bulk = cjk.is_installed(conn) and _cjk_current(conn)
+            _copy_rows(conn, "live", "main", ids, catch_up=not cjk_bulk)
+            if deferred:
+                _index_copied(conn, ids)
+            if cjk_bulk:
+                _cjk_index_copied(conn, ids)
+            wrong = _mismatched(conn, "main", "live", ids, msg_cols, ses_cols)
+            if wrong:
+                first = sorted(wrong)[0]
+                raise VaultVerifyError(
+                    f"the vault copy of {len(wrong)} session(s) did not match the live rows"
+                    f" (first: {first}); the copies were dropped and nothing left the live store"
+                )
+            return clash
 
-        before, clashes = vault.write(copy)
+        clashes = vault.write(copy)
     _step("copied")
-    with vault.snapshot() as conn:
-        after = _fingerprints(conn, "main", ids, msg_cols, ses_cols)
-    wrong = [sid for sid in ids if before.get(sid) != after.get(sid)]
-    if wrong:
-        vault.write(lambda c: _delete_copies(c, "main", ids))
-        raise VaultVerifyError(
-            f"the vault copy of {len(wrong)} session(s) did not match the live rows (first: "
-            f"{wrong[0]}); the copies were dropped and nothing left the live store"
-        )
     _step("verified")
-    groups = [g.ids for g in batch]
+    going: list[str] = []
+    stayed: list[str] = []
+    n = 0
+    with _attached(live, vault.path, "vault"):
+        for part in _delete_rounds(batch):
+            part_ids = [sid for g in part for sid in g.ids]
 
-    def delete(conn: sqlite3.Connection) -> tuple[list[str], list[str], int]:
-        now_fp = _fingerprints(conn, "main", ids, msg_cols, ses_cols)
-        candidates, _busy, _using, _held = _movable(conn, cutoff, (), within=ids)
-        may = set().union(*candidates) if candidates else set()
-        going: list[str] = []
-        stayed: list[str] = []
-        for g in groups:
-            ok = all(s in may and now_fp.get(s) == before.get(s) for s in g)
-            (going if ok else stayed).extend(g)
-        done = _delete_in(conn, going)
-        return going, stayed, done.messages
+            def delete(
+                conn: sqlite3.Connection,
+                part: Sequence[Group] = part,
+                part_ids: list[str] = part_ids,
+            ) -> tuple[list[str], list[str], int]:
+                differ = _mismatched(conn, "main", "vault", part_ids, msg_cols, ses_cols)
+                candidates, _busy, _using, _held = _movable(conn, cutoff, (), within=part_ids)
+                may = set().union(*candidates) if candidates else set()
+                ok: list[str] = []
+                kept: list[str] = []
+                for g in part:
+                    fine = all(s in may and s not in differ for s in g.ids)
+                    (ok if fine else kept).extend(g.ids)
+                return ok, kept, _delete_in(conn, ok).messages
 
-    going, stayed, n = live.write(delete)
+            ok, kept, done = live.write(delete)
+            going += ok
+            stayed += kept
+            n += done
     _step("deleted")
     if stayed:
         vault.write(lambda c: _delete_copies(c, "main", stayed))
     return going, stayed, n, clashes
+
+
+def _delete_rounds(batch: Sequence[Group]) -> Iterator[list[Group]]:
+    """Split a round's groups into live delete transactions of about DELETE_MESSAGES each."""
+    part: list[Group] = []
+    msgs = 0
+    for g in batch:
+        if part and msgs + g.messages > DELETE_MESSAGES:
+            yield part
+            part, msgs = [], 0
+        part.append(g)
+        msgs += g.messages
+    if part:
+        yield part
 
 
 def _title_clashes(conn: sqlite3.Connection, src: str, dst: str, ids: Sequence[str]) -> int:

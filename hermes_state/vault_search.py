@@ -32,7 +32,8 @@ import heapq
 import json
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -623,6 +624,75 @@ def _route_name(found: Sequence[tuple[int, Any]]) -> str:
     """Return the route that served the most stores' matches (the live store's on a tie)."""
     names = [f.route.name for _, f in found if f.ids] or [found[0][1].route.name]
     return str(max(dict.fromkeys(names), key=names.count))
+
+
+def count_spanning(
+    live: Store,
+    home: Path,
+    query: str,
+    *,
+    source_filter: Iterable[str] | str | None = None,
+    exclude_sources: Iterable[str] | str | None = None,
+    role_filter: Iterable[str] | str | None = None,
+    include_inactive: bool = False,
+    after: float | None = None,
+    before: float | None = None,
+    archived: bool | None = None,
+    pinned: bool | None = None,
+    cap: int = search.COUNT_CAP,
+    budget_s: float = search.COUNT_BUDGET_S,
+    should_stop: Callable[[], bool] | None = None,
+) -> search.MatchCount:
+    """Count the matches of the live store and every vault store as :func:`search_spanning`
+    pages through them, within one budget_s for all (None past it, as count_matches)."""
+    kwargs: dict[str, Any] = {
+        "source_filter": source_filter,
+        "exclude_sources": exclude_sources,
+        "role_filter": role_filter,
+        "include_inactive": include_inactive,
+        "after": after,
+        "before": before,
+        "archived": archived,
+        "pinned": pinned,
+    }
+    deadline = time.monotonic() + budget_s
+    found = search.count_matches(
+        live, query, cap=cap, budget_s=budget_s, should_stop=should_stop, **kwargs
+    )
+    paths = vault.vault_paths(home)
+    if found.count is None or not found.complete or not paths:
+        return found
+    parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
+    if not parsed.wanted().groups:
+        return found
+    total, route = found.count, found.route
+    for year, path in reversed(paths):
+        if after is not None and float(after) >= _year_end(year):
+            continue  # a store of year Y holds no message sent after Y
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return search.MatchCount(None, False, "none")
+        with (
+            contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting)) as s,
+            s.snapshot() as conn,
+        ):
+            register_functions(conn)
+            kept = _hiding(search._filters(s, **kwargs), hidden_sessions(live, conn))
+            with search._Budget(conn, None, seconds=left, should_stop=should_stop) as budget:
+                try:
+                    n, name = search._count_routes(
+                        conn, parsed, search._indexes_of(s), kept, cap - total
+                    )
+                except sqlite3.DatabaseError as exc:
+                    if not budget.interrupted(exc):
+                        raise
+                    return search.MatchCount(None, False, "none")
+        if n and not total:
+            route = name
+        total += n
+        if total >= cap:
+            return search.MatchCount(cap, False, route)
+    return search.MatchCount(total, True, route)
 
 
 # --- listing --------------------------------------------------------------------------------

@@ -286,3 +286,31 @@ def test_rows_an_insert_trigger_would_rewrite_move_and_return_as_they_were(live:
     vault.return_sessions(live, home(), ["b"])
     back = rows(default_db_path(), "SELECT id, display_order FROM messages WHERE session_id = 'b'")
     assert back == before
+
+
+def test_a_later_move_of_lower_ids_fills_every_search_index() -> None:
+    with open_store(default_db_path()) as store:
+        make_session(store, "low", RECENT)  # ids 1-3: they move second, below the vault's mark
+        make_session(store, "high")
+        assert vault.move_sessions(store, home(), 90).session_ids == ("high",)
+        store.write(
+            lambda c: (
+                c.execute(
+                    "UPDATE sessions SET started_at = ?, last_activity_at = ? WHERE id = 'low'",
+                    (OLD, OLD),
+                ),
+                c.execute("UPDATE messages SET timestamp = ? WHERE session_id = 'low'", (OLD,)),
+            )
+        )
+        assert vault.move_sessions(store, home(), 90).session_ids == ("low",)
+        path = vault.vault_paths(home())[0][1]
+        words = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'docker' ORDER BY 1"
+        assert rows(path, words) == [(i,) for i in range(1, 7)]
+        subs = "SELECT rowid FROM messages_fts_trigram WHERE messages_fts_trigram MATCH 'ocke'"
+        assert len(rows(path, subs)) == 6
+        grams = "SELECT rowid FROM hermes_cjk WHERE hermes_cjk MATCH '東京' ORDER BY 1"
+        assert rows(path, grams) == [(i,) for i in range(1, 7)]
+        assert rows(path, "SELECT count(*) FROM hermes_cjk_pending") == [(0,)]
+        state = "SELECT key, value FROM state_meta WHERE key LIKE 'fts_rebuild%'"
+        assert rows(path, state) == []
+        assert vault.check_vault(home(), store).ok
