@@ -1303,13 +1303,9 @@ def prune(
                 exclude_sources=excluded,
                 active_after=active_after,
             )
-            optimized = None
-            if result.sessions:
-                # optimize() reports no progress of its own: a phase with elapsed time.
-                bar.phase("Reclaiming space")
-                optimized = maintenance.reclaim_after_delete(
-                    store, result.messages, compact=compact, force=force
-                )
+            optimized = stores.reclaim_after_delete(
+                store, bar, result, compact=compact, force=force
+            )
     if as_json:
         store_views.deletion_json(result, optimized)
         return

@@ -172,3 +172,14 @@ def report_profile_errors(errors: list[dict[str, Any]]) -> None:
 
     for err in errors:
         render.warn(f"profile {err['profile']}: {err['error']}: {err['message']}")
+
+
+def reclaim_after_delete(store: Store, bar: Any, result: Any, *, compact: bool, force: bool) -> Any:
+    """Give back the space a prune or a vault move freed (a phase of bar); None if it freed none."""
+    from hermes_state import maintenance
+
+    if not result.sessions:
+        return None
+    # optimize() reports no progress of its own: a phase with elapsed time.
+    bar.phase("Reclaiming space")
+    return maintenance.reclaim_after_delete(store, result.messages, compact=compact, force=force)

@@ -81,7 +81,7 @@ def move(
     from hermes_cli import stores
     from hermes_cli.durations import cutoff_to_days
     from hermes_cli.options import cutoff
-    from hermes_state import maintenance, vault
+    from hermes_state import vault
 
     days = cutoff_to_days(cutoff(older_than) or 0.0)
     sources = tuple(source or ())
@@ -113,12 +113,9 @@ def move(
                 sources=sources,
                 progress=lambda done, total: bar.set(completed=done, total=total),
             )
-            optimized = None
-            if result.sessions:
-                bar.phase("Reclaiming space")
-                optimized = maintenance.reclaim_after_delete(
-                    store, result.messages, compact=compact, force=force
-                )
+            optimized = stores.reclaim_after_delete(
+                store, bar, result, compact=compact, force=force
+            )
     if as_json:
         store_views.deletion_json(result, optimized)
         return

@@ -478,6 +478,25 @@ def _vault_locks(plan: RestorePlan) -> Iterator[None]:
         yield
 
 
+def _require_space(home: Path, need: int, what: str) -> None:
+    """Refuse (NotEnoughSpaceError) when fewer than need bytes are free under home; what says
+    what is refused and what the space is for."""
+    free = _free_bytes(home)
+    if need > free:
+        raise NotEnoughSpaceError(f"Refusing {what} but only {free} bytes are free under {home}")
+
+
+def _open_work(home: Path) -> tuple[bool, list[Path], WorkDir]:
+    """Make home (private) if needed, reap killed restores' scratch, open a new work dir.
+
+    Returns whether home was created, the scratch reaped, and the work dir.
+    """
+    created_home = not home.exists()
+    ensure_private_dir(home)
+    cleaned = remove_stale_work_dirs(home, (RESTORE_WORK_PREFIX,))
+    return created_home, cleaned, make_work_dir(home, RESTORE_WORK_PREFIX)
+
+
 def prepare_restore(
     archive: str | os.PathLike[str],
     home: str | os.PathLike[str],
@@ -544,17 +563,13 @@ def _prepare_archive(
             if member_is_database(i.filename)
         }
         need = space_needed(zf, files, dests, current)
-        free = _free_bytes(home)
-        if need > free:
-            raise NotEnoughSpaceError(
-                f"Refusing the archive: restoring it needs {need} bytes (scratch copies of its "
-                f"members, a copy of each replaced store and the write's journal) but only "
-                f"{free} bytes are free under {home}"
-            )
-        created_home = not home.exists()
-        ensure_private_dir(home)
-        cleaned = remove_stale_work_dirs(home, (RESTORE_WORK_PREFIX,))
-        work = make_work_dir(home, RESTORE_WORK_PREFIX)
+        _require_space(
+            home,
+            need,
+            f"the archive: restoring it needs {need} bytes (scratch copies of its members, a "
+            "copy of each replaced store and the write's journal)",
+        )
+        created_home, cleaned, work = _open_work(home)
         try:
             staged = stage_members(zf, files, manifest, work.path)
             if staged.problems:
@@ -685,17 +700,13 @@ def _prepare_database(source: Path, home: Path, *, force: bool) -> PreparedResto
     old = _file_bytes(dest) if os.path.lexists(dest) else 0
     # A staged copy, a copy of the replaced store, the journal of the write, a page-size copy.
     need = SPACE_MARGIN_BYTES + size + old + max(old, size) + (size if cur.wal else 0)
-    free = _free_bytes(home)
-    if need > free:
-        raise NotEnoughSpaceError(
-            f"Refusing {source}: installing it needs {need} bytes (a checked copy, a copy of "
-            f"the replaced store and the write's journal) but only {free} bytes are free "
-            f"under {home}"
-        )
-    created_home = not home.exists()
-    ensure_private_dir(home)
-    cleaned = remove_stale_work_dirs(home, (RESTORE_WORK_PREFIX,))
-    work = make_work_dir(home, RESTORE_WORK_PREFIX)
+    _require_space(
+        home,
+        need,
+        f"{source}: installing it needs {need} bytes (a checked copy, a copy of the replaced "
+        "store and the write's journal)",
+    )
+    created_home, cleaned, work = _open_work(home)
     try:
         staged_path = work.path / "0.member"
         try:
