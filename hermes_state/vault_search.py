@@ -193,7 +193,7 @@ def _freqs(
 ) -> dict[int, list[float]]:
     """Return each candidate row's instances of every phrase (0 where it has none), read back
     from FTS5's bm25 with this store's statistics: of each phrase alone over the candidates,
-    and, for one AND-group, of the whole query (the walk's rank) for the last phrase."""
+    and, for one phrase alone in its OR-group, of the whole query (the walk's rank)."""
     phrases = [p for g in groups for p in g]
     out = {i: [0.0] * len(phrases) for i in ids}
     if not ids or not stats.rows:
@@ -209,32 +209,40 @@ def _freqs(
         if denominator > 0:
             out[rid][k] = float(round(q * dls[rid] / denominator))
 
-    # In one AND-group every phrase is in every match: the whole query's score less the other
-    # phrases' parts is the last one's (the best-separated phrase, for precision).
-    whole = len(groups) == 1 and all(i in local_ranks for i in ids)
-    last = max(range(len(phrases)), key=weights.__getitem__) if whole else -1
-    wanted = json.dumps(sorted(ids))
-    for k, phrase in enumerate(phrases):
-        if k == last:
-            continue
-        if whole and len(phrases) == 1:
-            break
+    # The whole query's score less the other phrases' parts is one phrase's part, when that
+    # phrase counts exactly where it occurs: the only phrase of its OR-group, or any phrase of
+    # the only group (every phrase is in every match). The one this store has most often: its
+    # statement would read the longest list (f stays exact: the residual's error is far below
+    # a half even at the least IDF).
+    spans = [(a, a + len(g)) for a, g in zip(_starts(groups), groups, strict=True)]
+    last = -1
+    if all(i in local_ranks for i in ids):
+        able = [k for a, z in spans for k in range(a, z) if len(spans) == 1 or z - a == 1]
+        last = max(able, key=lambda k: (stats.hits[k], weights[k]), default=-1)
+    others = [k for k in range(len(phrases)) if k != last]
+    if others:
+        wanted = json.dumps(sorted(ids))
+        low, high = min(ids), max(ids)
+    for k in others:
         # The rowid range is served by FTS5; "+rowid IN" is checked per row (see search).
         for rid, score in conn.execute(
             f"SELECT rowid, bm25({quote(table)}) FROM {quote(table)} "
             f"WHERE {quote(table)} MATCH ? AND rowid BETWEEN ? AND ? "
             "AND +rowid IN (SELECT value FROM json_each(?))",
-            (phrase, min(ids), max(ids), wanted),
+            (phrases[k], low, high, wanted),
         ):
             solve(rid, k, -float(score))
     if last >= 0:
+        rest_spans = [(a, z) for a, z in spans if not a <= last < z]
         for i in ids:
-            f = out[i]
-            rest = sum(
-                weights[k] * ((f[k] * (K1 + 1.0)) / (f[k] + dls[i]))
-                for k in range(len(phrases))
-                if k != last
+            f, dl = out[i], dls[i]
+            # A phrase counts in a row only when its whole AND-group matches there.
+            counted = (
+                others
+                if len(spans) == 1
+                else [k for a, z in rest_spans if all(f[a:z]) for k in range(a, z)]
             )
+            rest = sum(weights[k] * ((f[k] * (K1 + 1.0)) / (f[k] + dl)) for k in counted)
             solve(i, last, -local_ranks[i] - rest)
     return out
 
@@ -257,6 +265,19 @@ class _Part:
     bounded: bool = False  # walked only beyond the matches other stores had: counts are partial
     budget: Any = None
     scores: dict[int, float] = field(default_factory=dict)
+    hides: Store | None = None  # the live store, whose sessions this one's walk must leave out
+
+
+def _ready(part: _Part, query: Query) -> None:
+    """Leave the live store's sessions out of a vault store's filters and routes, once, just
+    before its first walk (a store no walk reaches never reads them)."""
+    if part.hides is None:
+        return
+    hidden = hidden_sessions(part.hides, part.conn)
+    part.hides = None
+    if hidden:
+        part.filters = _hiding(part.filters, hidden)
+        part.routes = list(search._routes(query, part.idx, part.filters))
 
 
 def _year_end(year: str) -> float:
@@ -280,13 +301,12 @@ def hidden_sessions(live: Store | None, conn: sqlite3.Connection) -> set[str]:
     """Return the sessions of a vault store (read on conn) that the live store has too."""
     if live is None:
         return set()
-    ids = [r[0] for r in conn.execute("SELECT id FROM sessions")]
-    # One statement on the live store, however many sessions the vault store holds.
+    # One statement on each store, however many sessions the vault store holds.
+    ids = conn.execute("SELECT json_group_array(id) FROM sessions").fetchone()[0]
     return {
         r[0]
         for r in live.conn.execute(
-            "SELECT value FROM json_each(?) WHERE value IN (SELECT id FROM sessions)",
-            (json.dumps(ids),),
+            "SELECT value FROM json_each(?) WHERE value IN (SELECT id FROM sessions)", (ids,)
         )
     }
 
@@ -374,6 +394,7 @@ def _find_all(parts: Sequence[_Part], query: Query, sort: str, need: int, comple
                 if (edge >= bound) if oldest else (edge <= bound):
                     part.found, part.bounded = None, True
                     continue
+            _ready(part, query)
             with search._Budget(
                 part.conn, None if complete else search.SEARCH_BUDGET_STEPS
             ) as part.budget:
@@ -530,10 +551,11 @@ def _open_part(
     conn = stack.enter_context(store.snapshot())
     register_functions(conn)
     filters = search._filters(store, archived=archived, pinned=pinned, **kwargs)
-    if year is not None:
-        filters = _hiding(filters, hidden_sessions(live, conn))
     idx = search._indexes_of(store)
-    return _Part(year, store, conn, filters, idx, list(search._routes(query, idx, filters)))
+    # A vault store's routes are built again with its hidden sessions when it is walked
+    # (_ready); these give how many there are.
+    routes = list(search._routes(query, idx, filters))
+    return _Part(year, store, conn, filters, idx, routes, hides=None if year is None else live)
 
 
 def _merge(
