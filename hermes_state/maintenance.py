@@ -103,7 +103,7 @@ def _describe(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, An
     found: dict[str, dict[str, Any]] = {}
     for batch in chunks(ids):
         for sid, title, active, msgs, size in conn.execute(
-            f"SELECT s.id, s.title, {_age_expr(conn)},"
+            f"SELECT s.id, s.title, {last_activity_sql(conn)},"
             f" (SELECT COUNT(*) FROM messages WHERE session_id = s.id),"
             f" (SELECT COALESCE(SUM({expr}), 0) FROM messages WHERE session_id = s.id)"
             f" FROM sessions s WHERE s.id IN ({marks(len(batch))})",
@@ -189,7 +189,7 @@ def delegated_runs_in(conn: sqlite3.Connection, parent_ids: Iterable[str]) -> li
     return sorted(found - seeds)
 
 
-def _delete_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted:
+def delete_sessions_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted:
     """Delete sessions (and the runs they delegated) with their messages and terminal ledger
     rows; re-point their other children."""
     if not ids:
@@ -240,7 +240,7 @@ def delete_session(store: Store, session_id: str, *, with_ids: Sequence[str] = (
         ids = list(dict.fromkeys([session_id, *with_ids]))
         for sid in [*ids, *delegated_runs_in(conn, ids)]:
             _refuse_if_busy(conn, sid)
-        return _delete_in(conn, ids).messages
+        return delete_sessions_in(conn, ids).messages
 
     return store.write(fn)
 
@@ -301,7 +301,7 @@ def delete_sessions(
 
     def fn(conn: sqlite3.Connection) -> tuple[list[str], list[str]]:
         going, busy = _deletable(conn, ids)
-        _delete_in(conn, going)
+        delete_sessions_in(conn, going)
         return going, busy
 
     going, busy = store.write(fn)
@@ -328,7 +328,7 @@ def delete_empty_sessions(store: Store) -> list[str]:
     def fn(conn: sqlite3.Connection) -> list[str]:
         ids = [r[0] for r in conn.execute(f"SELECT s.id FROM sessions s WHERE {where}")]
         going, _busy = _deletable(conn, ids)
-        _delete_in(conn, going)
+        delete_sessions_in(conn, going)
         return going
 
     return store.write(fn)
@@ -371,7 +371,7 @@ def delete_session_if_empty(store: Store, session_id: str) -> bool:
         ).fetchone()
         if row is None or _in_use(conn, session_id, now) or open_work_in(conn, [session_id]):
             return False
-        return _delete_in(conn, [session_id]).sessions > 0
+        return delete_sessions_in(conn, [session_id]).sessions > 0
 
     return store.write(fn)
 
@@ -392,7 +392,7 @@ def list_prune_candidates(
     later part of its conversation does).
     """
     scope, cutoff = _agent_scope(older_than_days, source, filters)
-    candidates = _eligible(store.conn, cutoff, scope, None)
+    candidates = eligible_sessions_in(store.conn, cutoff, scope, None)
     ids = [sid for sid, _ in candidates]
     if whole_lineages:
         kept = set(_keep_lineage(store.conn, candidates, set(ids)))
@@ -412,7 +412,7 @@ def list_prune_candidates(
 
 def _agent_scope(
     older_than_days: float | None, source: str | None, filters: Mapping[str, Any]
-) -> tuple[_Scope, float | None]:
+) -> tuple[PruneScope, float | None]:
     """Translate the agent's prune arguments into a scope and an age cutoff."""
     options = dict(filters)
     prune_filters.check(options)
@@ -428,7 +428,9 @@ def _agent_scope(
         else time.time() - float(older_than_days) * DAY_S
     )
     clauses, params = prune_filters.filter_sql(options)
-    return _Scope(filters=(tuple(clauses), tuple(params)), include_pinned=include_pinned), cutoff
+    return PruneScope(
+        filters=(tuple(clauses), tuple(params)), include_pinned=include_pinned
+    ), cutoff
 
 
 def archive_sessions(
@@ -452,7 +454,7 @@ def archive_sessions(
             scope.filters[1],
         ),
     )
-    matched = [sid for sid, _ in _eligible(store.conn, cutoff, scope, None)]
+    matched = [sid for sid, _ in eligible_sessions_in(store.conn, cutoff, scope, None)]
     if not matched:
         return 0
 
@@ -488,7 +490,7 @@ def prune_empty_ghost_sessions(store: Store, *, now: float | None = None) -> lis
     def fn(conn: sqlite3.Connection) -> list[str]:
         ids = [r[0] for r in conn.execute(f"SELECT s.id FROM sessions s WHERE {where}", (cutoff,))]
         going, _busy = _deletable(conn, ids)
-        _delete_in(conn, going)
+        delete_sessions_in(conn, going)
         return going
 
     return store.write(fn)
@@ -532,13 +534,13 @@ class PruneResult:
         return out
 
 
-def _age_expr(conn: sqlite3.Connection) -> str:
+def last_activity_sql(conn: sqlite3.Connection) -> str:
     """SQL for a session's last activity: max(last_activity_at, newest message, started_at)."""
     return activity_sql({r[1] for r in conn.execute("PRAGMA table_info(sessions)")})
 
 
 @dataclass(frozen=True)
-class _Scope:
+class PruneScope:
     """Which sessions a prune may consider: by source, start time and the agent's filters."""
 
     sources: tuple[str, ...] = ()
@@ -550,15 +552,15 @@ class _Scope:
     include_pinned: bool = False
 
 
-def _eligible(
-    conn: sqlite3.Connection, cutoff: float | None, scope: _Scope, within: Sequence[str] | None
+def eligible_sessions_in(
+    conn: sqlite3.Connection, cutoff: float | None, scope: PruneScope, within: Sequence[str] | None
 ) -> list[tuple[str, str | None]]:
     """Return (id, end_reason) of ended, unpinned sessions idle since before cutoff (None: any)."""
     cols = {r[1] for r in conn.execute("PRAGMA table_info(sessions)")}
     where = ["s.ended_at IS NOT NULL"]
     params: list[Any] = []
     if cutoff is not None:
-        where.append(f"{_age_expr(conn)} < ?")
+        where.append(f"{last_activity_sql(conn)} < ?")
         params.append(cutoff)
     if "pinned" in cols and not scope.include_pinned:
         where.append("COALESCE(s.pinned, 0) = 0")
@@ -572,7 +574,7 @@ def _eligible(
         where.append("s.started_at >= ?")
         params.append(float(scope.started_after))
     if scope.active_after is not None:
-        where.append(f"{_age_expr(conn)} >= ?")
+        where.append(f"{last_activity_sql(conn)} >= ?")
         params.append(float(scope.active_after))
     where += scope.filters[0]
     params += scope.filters[1]
@@ -632,12 +634,12 @@ class _Plan:
 def _plan(
     conn: sqlite3.Connection,
     cutoff: float | None,
-    scope: _Scope,
+    scope: PruneScope,
     within: Sequence[str] | None = None,
     allowed: set[str] | None = None,
 ) -> _Plan:
     """Choose what a prune deletes: eligible, not busy, not needed by a continuing lineage."""
-    candidates = _eligible(conn, cutoff, scope, within)
+    candidates = eligible_sessions_in(conn, cutoff, scope, within)
     order = [sid for sid, _ in candidates]
     doomed = set(order)
     busy = _group_open(open_work_in(conn, order))
@@ -692,7 +694,7 @@ def prune_sessions(
     )
     include_pinned = bool(options.pop("include_pinned", False))
     clauses, params = prune_filters.filter_sql(options)
-    scope = _Scope(
+    scope = PruneScope(
         sources=tuple(dict.fromkeys([*([source] if source else []), *(sources or ())])),
         exclude_sources=tuple(dict.fromkeys(exclude_sources or ())),
         started_after=started_after,
@@ -746,7 +748,7 @@ def prune_sessions(
         def fn(conn: sqlite3.Connection, batch: list[str] = batch) -> tuple[_Plan, _Deleted]:
             # Re-check inside the transaction: a session may have been reopened or admitted work.
             now_plan = _plan(conn, cutoff, scope, within=batch, allowed=everything)
-            return now_plan, _delete_in(conn, now_plan.ids)
+            return now_plan, delete_sessions_in(conn, now_plan.ids)
 
         chunk_plan, done = store.write(fn)
         deleted += chunk_plan.ids

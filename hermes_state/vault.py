@@ -40,11 +40,11 @@ from hermes_state.home import ensure_private_dir
 from hermes_state.ledger import busy_message, open_work_in
 from hermes_state.maintenance import (
     DAY_S,
-    _age_expr,
-    _delete_in,
-    _eligible,
-    _Scope,
+    PruneScope,
+    delete_sessions_in,
+    eligible_sessions_in,
     in_use,
+    last_activity_sql,
 )
 from hermes_state.model_config import DELEGATE_MARKER, marker_sql
 from hermes_state.recover_source import DERIVED_META_KEYS, shadow_of
@@ -330,7 +330,7 @@ class MovePlan:
 
 def _activity(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
-    expr = _age_expr(conn)
+    expr = last_activity_sql(conn)
     for batch in chunks(ids):
         for sid, active in conn.execute(
             f"SELECT s.id, {expr} FROM sessions s WHERE s.id IN ({marks(len(batch))})", batch
@@ -367,7 +367,7 @@ def _movable(
 ) -> tuple[list[frozenset[str]], dict[str, str], list[str], int]:
     """Return the whole groups that may move now, the busy and in-use sessions, and how many
     groups were held back by a member that may not."""
-    eligible = {sid for sid, _ in _eligible(conn, cutoff, _Scope(), within)}
+    eligible = {sid for sid, _ in eligible_sessions_in(conn, cutoff, PruneScope(), within)}
     groups = session_groups(conn)
     seen: set[frozenset[str]] = set()
     candidates: list[frozenset[str]] = []
@@ -1127,7 +1127,7 @@ def _move_round(
                 for g in part:
                     fine = all(s in may and s not in differ for s in g.ids)
                     (ok if fine else kept).extend(g.ids)
-                return ok, kept, _delete_in(conn, ok).messages
+                return ok, kept, delete_sessions_in(conn, ok).messages
 
             ok, kept, done = live.write(delete)
             going += ok
@@ -1359,7 +1359,7 @@ def list_vault(
                 ids = [r[0] for r in conn.execute("SELECT id FROM sessions")]
                 msgs = int(conn.execute("SELECT count(*) FROM messages").fetchone()[0])
                 first, last = conn.execute(
-                    f"SELECT MIN(s.started_at), MAX({_age_expr(conn)}) FROM sessions s"
+                    f"SELECT MIN(s.started_at), MAX({last_activity_sql(conn)}) FROM sessions s"
                 ).fetchone()
             hidden = len(_live_ids(live, ids))
         finally:
