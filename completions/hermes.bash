@@ -144,7 +144,7 @@ _hermes() {
     case "$cmdpath" in
         "") opts="-p --profile --wait --no-wait --version -h --help"; subs="restore usage watch mcp sessions db profile vault backup completion" ;;
         "restore") opts="--yes -y --force --no-vault --json -h --help -p --profile"; args=("files") ;;
-        "usage") opts="--since --until --by --source --model --chart --format --json --fields --color --no-pager -h --help -p --profile" ;;
+        "usage") opts="--since --until --by --source --model --chart --live --format --json --fields --color --no-pager -h --help -p --profile" ;;
         "watch") opts="--once --count --interval --format --json --color -h --help -p --profile" ;;
         "mcp") opts="--redact --no-redact -h --help -p --profile" ;;
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;

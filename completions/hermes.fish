@@ -106,6 +106,7 @@ complete -c hermes -n '__hermes_at \'usage\'' -l by -x -a 'day week month model 
 complete -c hermes -n '__hermes_at \'usage\'' -l source -x -k -a '(__hermes_values sources)' -d 'Only sessions from source S (repeatable).'
 complete -c hermes -n '__hermes_at \'usage\'' -l model -x -d 'Only usage of model M, as recorded (e.g. openai/gpt-4.1; repeatable).'
 complete -c hermes -n '__hermes_at \'usage\'' -l chart -x -a 'auto cost tokens none' -d 'With --by day|week|month: a bar chart of cost (auto: when any cost is known, else tokens) or tokens, drawn on a terminal; cost or tokens also draws it into a pipe; none prints the table.'
+complete -c hermes -n '__hermes_at \'usage\'' -l live -d 'Only the live store: leave the vault\'s sessions out (they count by default).'
 complete -c hermes -n '__hermes_at \'usage\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'usage\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'usage\'' -l fields -x -d 'Machine formats: only these fields, in this order (`--json=id,title` is short for `--json --fields id,title`).'

@@ -116,6 +116,7 @@ USAGE_KEYS = (
     "sources",
     "models",
     "totals",
+    "vault",
     "groups",
 )
 USAGE_FIGURE_KEYS = (
@@ -309,6 +310,8 @@ def stats(report: Mapping[str, Any]) -> dict[str, Any]:
             {k: r.get(k) for k in TOP_SESSION_KEYS} for r in report.get("top_sessions") or []
         ],
         "store": {k: store.get(k) for k in STORE_KEYS},
+        # What the vault holds (its sessions are in every figure above); null: not read.
+        "vault": report.get("vault"),
     }
 
 

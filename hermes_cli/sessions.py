@@ -1330,21 +1330,26 @@ def prune(
 
 
 def _stats_one(name: str, store: Any) -> dict[str, Any]:
-    from hermes_state import stats as lib
+    """Return one profile's statistics over its stores: the live one and every vault year."""
+    from hermes_cli import waiting
+    from hermes_state import profile_stores, stats as lib
 
-    by_source = lib.counts_by_source(store)
-    return records.stats(
+    across = profile_stores.stats_across(store, store.path.parent, waiting.current())
+    by_source = across["by_source"]
+    report = records.stats(
         {
             "profile": name,
             "session_count": sum(r["sessions"] for r in by_source),
             "message_count": sum(r["messages"] for r in by_source),
             "stored_message_count": sum(r["stored_messages"] for r in by_source),
             "by_source": by_source,
-            "by_model": lib.usage_by_model(store),
-            "top_sessions": lib.top_sessions_by_tokens(store, 10),
+            "by_model": across["by_model"],
+            "top_sessions": across["top_sessions"],
             "store": lib.store_stats(store),
         }
     )
+    report["vault"] = across["vault"]
+    return report
 
 
 def _empty_stats(name: str, path: Path) -> dict[str, Any]:

@@ -28,6 +28,16 @@ from hermes_state.home import display_hermes_home
 # --- statistics -----------------------------------------------------------------------------
 
 
+def _vault_line(vault: Mapping[str, Any] | None) -> str | None:
+    """Return what the vault adds to the figures, for the stats header (None: no vault)."""
+    if not vault or not vault.get("years"):
+        return None
+    return (
+        f"{vault['sessions']:,} sessions, {vault['messages']:,} messages in"
+        f" {', '.join(vault['years'])} ({human_bytes(vault['bytes'])}; counted in every figure)"
+    )
+
+
 def stats(report: Mapping[str, Any], *, title: str = "") -> None:
     """Print one profile's statistics (documented shape): totals, sources, models, top sessions."""
     settings = output.current()
@@ -41,6 +51,7 @@ def stats(report: Mapping[str, Any], *, title: str = "") -> None:
             ("Database file", human_bytes(files.get("db"))),
             ("WAL file", human_bytes(files.get("wal")) if files.get("wal") else None),
             ("Schema version", store.get("schema_version")),
+            ("Vault", _vault_line(report.get("vault"))),
         ],
         title=title,
     )

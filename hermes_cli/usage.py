@@ -105,6 +105,13 @@ def usage(
             "into a pipe; none prints the table.",
         ),
     ] = Chart.auto,
+    live_only: Annotated[
+        bool,
+        typer.Option(
+            "--live",
+            help="Only the live store: leave the vault's sessions out (they count by default).",
+        ),
+    ] = False,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     fields: FieldsOption = None,
@@ -112,6 +119,9 @@ def usage(
     no_pager: NoPagerFlag = False,
 ) -> None:
     """Show input, output, cache and reasoning tokens, API calls and cost (read-only).
+
+    Vaulted sessions (`hermes vault`) count as the live ones do: the figures cover the live
+    store and every vault year (`--live` leaves the vault out, and the output says so).
 
     Usage is read from the per-route usage rows the agent writes (one per session, model,
     billing route and task, side tasks such as title generation included) and from what the
@@ -147,8 +157,8 @@ def usage(
     report: UsageReport | None = None
     try:
         with stores.read_store() as store:
-            _check_filters(store, flt)
-            report = _report(store, by.value, flt)
+            _check_filters(store, flt, live_only)
+            report = _report(store, by.value, flt, live_only)
     except StoreNotFoundError:
         pass  # no store yet: nothing recorded, which is an answer, not an error
     document = usage_document(report, stores.profile_name(), by.value, flt)
@@ -166,30 +176,45 @@ def usage(
             usage_chart(report, drawn, settings)
         else:
             usage_table(report, settings)
+        if report.vault:
+            render.echo(f"Includes the vault: {', '.join(report.vault)} (--live leaves it out).")
+        elif live_only:
+            render.echo("Live store only (--live): vaulted sessions are left out.")
 
 
 # --- reading --------------------------------------------------------------------------------
 
 
-def _report(store: Any, by: str, flt: Any) -> UsageReport:
-    from hermes_state import usage_report
+def _report(store: Any, by: str, flt: Any, live_only: bool) -> UsageReport:
+    from hermes_cli import waiting
+    from hermes_state import profile_stores, usage_report
 
-    return usage_report.usage_report(store, by, flt)
+    if live_only:
+        return usage_report.usage_report(store, by, flt)
+    return profile_stores.usage_across(store, store.path.parent, by, flt, waiting=waiting.current())
 
 
-def _check_filters(store: Any, flt: Any) -> None:
-    """Refuse a --source or --model the store has no usage of, naming the ones it has."""
+def _check_filters(store: Any, flt: Any, live_only: bool) -> None:
+    """Refuse a --source or --model no store counted has usage of, naming the ones they have."""
     import difflib
 
-    from hermes_state import sessions, usage_report
+    from hermes_cli import waiting
+    from hermes_state import profile_stores, sessions, usage_report
+
+    if not live_only:
+        sources, models = profile_stores.sources_and_models(
+            store, store.path.parent, waiting.current()
+        )
 
     for flag, wanted in (("--source", flt.sources), ("--model", flt.models)):
         if not wanted:
             continue
         if flag == "--source":
-            have, what = sessions.distinct_sources(store), "session comes from"
+            what = "session comes from"
+            have = sources if not live_only else sessions.distinct_sources(store)
         else:
-            have, what = usage_report.models_with_usage(store), "usage is recorded for"
+            what = "usage is recorded for"
+            have = models if not live_only else usage_report.models_with_usage(store)
         unknown = [w for w in wanted if w not in have]
         if unknown:
             close = difflib.get_close_matches(unknown[0], have, n=1)
@@ -227,6 +252,8 @@ def usage_document(report: UsageReport | None, profile: str, by: str, flt: Any) 
         "sources": list(flt.sources),
         "models": list(flt.models),
         "totals": dict(report.totals) if report is not None else zero,
+        # Which stores the figures cover: the vault years summed in, or null when --live.
+        "vault": list(report.vault) if report is not None and report.vault is not None else None,
         "groups": [dict(g) for g in report.groups] if report is not None else [],
     }
 

@@ -8,10 +8,13 @@ session the agent resumed after it was vaulted is one session with parts in two 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from hermes_state import vault_twins
+from hermes_state import stats, usage_report, vault_twins
 from hermes_state.connection import NO_WAITING, Store, Waiting
 from hermes_state.errors import AmbiguousSessionIdError, SessionNotFoundError
 from hermes_state.sessions import find_session_exact
@@ -80,7 +83,9 @@ def _ambiguous(what: str, places: dict[str, list[str]], counts: dict[str, int]) 
         if n
     )
     shown = ", ".join(ids[:SHOWN]) + (", …" if total > SHOWN else "")
-    raise AmbiguousSessionIdError(f"{what} matches {total:,} sessions ({where}): {shown}")
+    raise AmbiguousSessionIdError(
+        f"{what} matches more than one session: {total:,} ({where}): {shown}"
+    )
 
 
 def locate(live: Store | None, home: Path, ref: str, waiting: Waiting = NO_WAITING) -> Found:
@@ -168,3 +173,122 @@ def resumed_sessions(
         finally:
             store.close()
     return out
+
+
+@contextlib.contextmanager
+def _each_store(
+    live: Store, home: Path, waiting: Waiting
+) -> Iterator[list[tuple[str | None, Store, tuple[str, ...]]]]:
+    """Yield (vault year or None, store, sessions to leave out) for the live store and every
+    vault store (opened read-only), the stale copies of live sessions left out of each."""
+    out: list[tuple[str | None, Store, tuple[str, ...]]] = [(None, live, ())]
+    try:
+        for year, path in vault_paths(home):
+            store = open_vault(path, read_only=True, waiting=waiting)
+            twins = vault_twins.twin_ids(live.conn, store.conn)
+            stale = twins - set(vault_twins.unmatched(live.conn, store.conn, twins))
+            out.append((year, store, tuple(sorted(stale))))
+        yield out
+    finally:
+        for place, opened, _stale in out:
+            if place is not None:
+                opened.close()
+
+
+def usage_across(
+    live: Store,
+    home: Path,
+    by: str = "model",
+    flt: usage_report.UsageFilter | None = None,
+    *,
+    order: str = "cost",
+    waiting: Waiting = NO_WAITING,
+) -> usage_report.UsageReport:
+    """Return `hermes usage`'s report over the profile's stores: the live one and every vault
+    year (a vault store's stale copy of a live session is not counted twice). A session the
+    agent resumed after it was vaulted counts in both stores' session counts."""
+    flt = flt or usage_report.UsageFilter()
+    with _each_store(live, home, waiting) as stores:
+        reports = [
+            usage_report.usage_report(
+                store,
+                by,
+                replace(flt, exclude_sessions=(*flt.exclude_sessions, *stale)),
+                order=order,
+            )
+            for _year, store, stale in stores
+        ]
+        years = tuple(y for y, _store, _stale in stores if y is not None)
+    totals = reports[0].totals
+    for r in reports[1:]:
+        totals = usage_report.add_figures(totals, r.totals)
+    groups = usage_report.merge_groups(by, [r.groups for r in reports], order=order)
+    return replace(reports[0], filter=flt, totals=totals, groups=groups, vault=years)
+
+
+def stats_across(live: Store, home: Path, waiting: Waiting = NO_WAITING) -> dict[str, Any]:
+    """Return `sessions stats`' figures over the profile's stores: sessions and messages by
+    source, usage by model, the top sessions by tokens; plus what the vault holds."""
+    by_source: dict[str, dict[str, Any]] = {}
+    vault: dict[str, Any] = {"years": [], "sessions": 0, "messages": 0, "bytes": 0}
+    with _each_store(live, home, waiting) as stores:
+        for year, store, _stale in stores:
+            for row in stats.counts_by_source(store):
+                slot = by_source.setdefault(
+                    row["source"],
+                    {"source": row["source"], "sessions": 0, "messages": 0, "stored_messages": 0},
+                )
+                for k in ("sessions", "messages", "stored_messages"):
+                    slot[k] += row[k]
+                if year is not None:
+                    vault["sessions"] += row["sessions"]
+                    vault["messages"] += row["stored_messages"]
+            if year is not None:
+                vault["years"].append(year)
+                vault["bytes"] += stats.store_stats(store)["total_bytes"]
+        top = usage_report.merge_groups(
+            "session",
+            [
+                usage_report.usage_groups(s, "session", order="tokens", limit=10)
+                for _y, s, _st in stores
+            ],
+            order="tokens",
+        )[:10]
+    models = usage_across(live, home, "model", waiting=waiting).groups
+    return {
+        "by_source": sorted(by_source.values(), key=lambda r: (-r["sessions"], str(r["source"]))),
+        "by_model": [
+            {
+                k: g[k]
+                for k in ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")
+            }
+            for g in models
+        ],
+        "top_sessions": [
+            {
+                "id": g["session_id"],
+                "title": g["title"],
+                "model": g["model"],
+                "source": g["source"],
+                "total_tokens": g["total_tokens"],
+                "cost_usd": g["cost_usd"],
+            }
+            for g in top
+        ],
+        "vault": vault,
+    }
+
+
+def sources_and_models(
+    live: Store, home: Path, waiting: Waiting = NO_WAITING
+) -> tuple[list[str], list[str]]:
+    """Return every session source and every model with usage in any store of the profile."""
+    from hermes_state.sessions import distinct_sources
+
+    sources: set[str] = set()
+    models: set[str] = set()
+    with _each_store(live, home, waiting) as stores:
+        for _year, store, _stale in stores:
+            sources.update(distinct_sources(store))
+            models.update(usage_report.models_with_usage(store))
+    return sorted(sources), sorted(models)

@@ -28,6 +28,7 @@ spend. ``total_tokens`` is input + output, as everywhere in this package.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,6 +90,8 @@ class UsageFilter:
     until: float | None = None
     sources: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
+    # Sessions whose records a store must not count (a vault store's stale copies of live ones).
+    exclude_sessions: tuple[str, ...] = ()
 
     def where(self) -> tuple[str, list[Any]]:
         """Return the WHERE clause over the records CTE and its parameters."""
@@ -104,6 +107,9 @@ class UsageFilter:
             if values:
                 clauses.append(f"{column} IN ({marks(len(values))})")
                 params.extend(values)
+        if self.exclude_sessions:
+            clauses.append("r.session_id NOT IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(list(self.exclude_sessions)))
         return " AND ".join(clauses), params
 
 
@@ -116,6 +122,8 @@ class UsageReport:
     filter: UsageFilter
     totals: dict[str, Any]
     groups: list[dict[str, Any]] = field(default_factory=list)
+    # The vault years summed in ((): the profile has none); None: the live store alone.
+    vault: tuple[str, ...] | None = None
 
 
 def basis(store: Store) -> str:
@@ -365,3 +373,31 @@ def models_with_usage(store: Store) -> list[str]:
     """Return every model some usage record names, in name order."""
     sql = f"{records_sql(store)} SELECT DISTINCT model FROM records ORDER BY model"
     return [r[0] for r in store.conn.execute(sql) if r[0] is not None]
+
+
+COSTS = ("estimated_cost_usd", "actual_cost_usd", "cost_usd")
+
+
+def add_figures(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Return the FIGURES of two disjoint sets of records together (an unknown sum stays None)."""
+    out = dict(a)
+    for k in FIGURES:
+        x, y = a.get(k), b.get(k)
+        if k in COSTS:
+            out[k] = None if x is None and y is None else (x or 0) + (y or 0)
+        else:
+            out[k] = (x or 0) + (y or 0)
+    return out
+
+
+def merge_groups(
+    by: str, parts: Sequence[Sequence[dict[str, Any]]], *, order: str = "cost"
+) -> list[dict[str, Any]]:
+    """Merge the groups of several stores' reports (same grouping) into one, in report order."""
+    key = GROUP_KEYS[by]
+    merged: dict[Any, dict[str, Any]] = {}
+    for groups in parts:
+        for g in groups:
+            have = merged.get(g[key])
+            merged[g[key]] = dict(g) if have is None else add_figures(have, g)
+    return sorted(merged.values(), key=_order_key(by, order))

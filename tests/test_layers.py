@@ -59,7 +59,6 @@ LAYERS: list[set[str]] = [
         "recover_target",
         "recover_verify",
         "redact",
-        "profile_stores",
     },
     {
         "compression",
@@ -71,6 +70,7 @@ LAYERS: list[set[str]] = [
         "rewind",
     },
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
+    {"profile_stores"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
     {"vault_search", "restore"},
     {"db", "__init__", "pytest_plugin", "async_db"},

@@ -155,10 +155,10 @@ def test_a_prefix_naming_sessions_in_several_stores_is_ambiguous() -> None:
         store.close()
     done = child("sessions", "show", "2025010")
     assert done.returncode != 0
-    assert f"matches 3 sessions (1 live, 2 in vault {YEAR})" in done.stderr
+    assert f"matches more than one session: 3 (1 live, 2 in vault {YEAR})" in done.stderr
     for argv in (("vault", "return", "2025010"), ("sessions", "export", "--session-id", "2025010")):
         refused = child(*argv)
-        assert refused.returncode != 0 and "matches 3 sessions" in refused.stderr, argv
+        assert refused.returncode != 0 and "one session: 3 (" in refused.stderr, argv
 
 
 def test_export_names_vaulted_sessions_of_several_years() -> None:
@@ -218,3 +218,42 @@ def test_a_move_verifies_a_copy_whose_ids_were_renumbered() -> None:
         assert vault.check_vault(home(), store).ok
     finally:
         store.close()
+
+
+def _spend(store: Store, sid: str, tokens: int) -> None:
+    """Give a session token counters and a cost (as the agent's counters hold them)."""
+    store.write(
+        lambda c: c.execute(
+            "UPDATE sessions SET input_tokens = ?, output_tokens = 10, estimated_cost_usd = ?,"
+            " cost_status = 'estimated', model = 'm/x' WHERE id = ?",
+            (tokens, tokens / 1000, sid),
+        )
+    )
+
+
+def test_usage_and_stats_count_the_vault_unless_told_live() -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "old1")
+        make_session(store, "old2")
+        make_session(store, "new1", time.time())
+        for sid, n in (("old1", 1000), ("old2", 2000), ("new1", 4000)):
+            _spend(store, sid, n)
+    finally:
+        store.close()
+    before = json.loads(child("usage", "--json").stdout)
+    stats_before = json.loads(child("sessions", "stats", "--json").stdout)
+    moved = child("vault", "move", "--older-than", "90d", "--yes")
+    assert moved.returncode == 0, moved.stderr
+    after = json.loads(child("usage", "--json").stdout)
+    assert after["totals"] == before["totals"] and after["vault"] == [YEAR]
+    assert after["totals"]["input_tokens"] == 7000
+    live_only = json.loads(child("usage", "--json", "--live").stdout)
+    assert live_only["totals"]["input_tokens"] == 4000 and live_only["vault"] is None
+    assert "Live store only (--live)" in child("usage", "--live", "--no-pager").stdout
+    stats_after = json.loads(child("sessions", "stats", "--json").stdout)
+    for key in ("session_count", "message_count", "by_model", "by_source"):
+        assert stats_after[key] == stats_before[key], key
+    assert stats_after["vault"]["sessions"] == 2 and stats_after["vault"]["years"] == [YEAR]
+    by_source = child("usage", "--source", "cli", "--json")
+    assert by_source.returncode == 0, by_source.stderr
