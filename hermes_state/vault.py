@@ -932,11 +932,40 @@ def vault_lock(home: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _vault_for(live: Store, home: Path, year: str, opened: dict[str, Store]) -> Store:
+def _empty_of_another_layout(live: Store, path: Path) -> bool:
+    """Tell whether a vault store holds no session and is not in the live store's layout
+    (one a refused or failed move of an older version left: it must not block later moves)."""
+    store = open_vault(path, read_only=True, waiting=live.waiting)
+    try:
+        if store.conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None:
+            return False
+        if store.conn.execute("SELECT 1 FROM messages LIMIT 1").fetchone() is not None:
+            return False
+        theirs = {(t, n, sql) for t, n, sql in _schema_rows(store.conn)}
+    finally:
+        store.close()
+    with live.snapshot() as conn:
+        mine = {(t, n, sql) for t, n, sql in _schema_rows(conn)}
+    return theirs != mine
+
+
+def _remove_store(path: Path) -> None:
+    """Remove a vault store file of ours that holds nothing (with its rollback journal)."""
+    for leftover in (path, path.with_name(path.name + "-journal")):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.unlink()
+
+
+def _vault_for(
+    live: Store, home: Path, year: str, opened: dict[str, Store], created: list[Path]
+) -> Store:
     if year not in opened:
         path = vault_dir(home) / f"{year}.db"
+        if path.exists() and _empty_of_another_layout(live, path):
+            _remove_store(path)
         if not path.exists():
             create_vault_store(live, path)
+            created.append(path)
         vault = open_vault(path, waiting=live.waiting)
         # This handle's page cache only (never the live store's): a round's copy touches every
         # index of messages and three FTS indexes; the default 2 MB evicts what the next needs.
@@ -944,6 +973,20 @@ def _vault_for(live: Store, home: Path, year: str, opened: dict[str, Store]) -> 
         _align_columns(vault, live)
         opened[year] = vault
     return opened[year]
+
+
+def _held_any(path: Path, waiting: Waiting) -> bool:
+    """Tell whether a vault store holds any session (a store that cannot be read: yes)."""
+    try:
+        store = open_vault(path, read_only=True, waiting=waiting)
+    except (HermesStateError, sqlite3.Error):
+        return True
+    try:
+        return store.conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return True
+    finally:
+        store.close()
 
 
 def _drop_held_copies(vault: Store, live_path: Path, ids: Sequence[str]) -> tuple[int, list[str]]:
@@ -1059,6 +1102,7 @@ def _move_locked(
             + sum(1 for g in plan.groups if not resumed.keys().isdisjoint(g.ids)),
         )
     opened: dict[str, Store] = {}
+    created: list[Path] = []
     moved: list[str] = []
     changed: list[str] = []
     msgs = clashes = 0
@@ -1068,7 +1112,7 @@ def _move_locked(
         if progress is not None:
             progress(0, total)
         for batch in _batches(plan.groups):
-            vault = _vault_for(live, home, batch[0].year, opened)
+            vault = _vault_for(live, home, batch[0].year, opened, created)
             going, stayed, n, clash = _move_round(live, vault, batch, plan.cutoff)
             moved += going
             changed += stayed
@@ -1082,6 +1126,10 @@ def _move_locked(
     finally:
         for vault in opened.values():
             vault.close()
+        # A store this run made and left empty (it failed or was refused) is not left behind.
+        for path in created:
+            if not _held_any(path, live.waiting):
+                _remove_store(path)
     done = set(moved)
     return result(
         moved,

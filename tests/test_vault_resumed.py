@@ -257,3 +257,41 @@ def test_usage_and_stats_count_the_vault_unless_told_live() -> None:
     assert stats_after["vault"]["sessions"] == 2 and stats_after["vault"]["years"] == [YEAR]
     by_source = child("usage", "--source", "cli", "--json")
     assert by_source.returncode == 0, by_source.stderr
+
+
+def test_a_move_that_fails_leaves_no_empty_vault_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "gone")
+
+        def refuse(*_args: object, **_kw: object) -> int:
+            raise vault.VaultError("refused for the test")
+
+        monkeypatch.setattr(vault, "_copy_rows", refuse)
+        with pytest.raises(vault.VaultError):
+            vault.move_sessions(store, home(), 90)
+        assert vault.vault_paths(home()) == []
+        assert not list(vault.vault_dir(home()).glob("*.db*"))
+        assert "gone" in ids(store)
+    finally:
+        store.close()
+
+
+def test_an_empty_vault_store_of_another_layout_does_not_block_a_move() -> None:
+    import sqlite3
+
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "later")
+        path = vault.vault_dir(home()) / f"{YEAR}.db"
+        vault.create_vault_store(store, path)
+        conn = sqlite3.connect(path)  # an older version's empty store: another layout
+        conn.execute("DROP INDEX idx_messages_session")
+        conn.commit()
+        conn.close()
+        result = vault.move_sessions(store, home(), 90)
+        assert result.session_ids == ("later",)
+        assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'idx_messages_session'")
+        assert vault.check_vault(home(), store).ok
+    finally:
+        store.close()
