@@ -1120,11 +1120,11 @@ def import_(
 )
 def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     """Delete one session and all its messages."""
-    from hermes_cli import stores
+    from hermes_cli import stores, vault
     from hermes_state import maintenance, sessions as lib
 
     with stores.write_store() as store:
-        sid = lib.find_session_exact(store, session)
+        sid = vault.editable_session(store, session, whole=True)
         row = lib.require_session(store, sid)
         counts = lib.message_counts(store, [sid])[sid]
         label = f"'{sid}'" + (f" ({row['title']})" if row.get("title") else "")
@@ -1151,12 +1151,12 @@ def rename(
     title: Annotated[list[str], typer.Argument(metavar="TITLE", help="The new title.")],
 ) -> None:
     """Give a session a new (unique) title; an empty title clears it."""
-    from hermes_cli import stores
+    from hermes_cli import stores, vault
     from hermes_state import sessions as lib
 
     text = " ".join(title)
     with stores.write_store(check="sessions") as store:
-        sid = lib.find_session_exact(store, session)
+        sid = vault.editable_session(store, session)
         stored = lib.set_session_title(store, sid, text)
     if stored is None:
         render.echo(f"Session '{sid}' title cleared.")
@@ -1172,7 +1172,7 @@ SessionRefs = Annotated[
 
 def _set_flag(refs: list[str], flag: str, value: bool) -> None:
     """Set pinned/archived on every named session; an unknown one fails before any change."""
-    from hermes_cli import stores
+    from hermes_cli import stores, vault
     from hermes_state import sessions as lib
     from hermes_state.errors import SessionNotFoundError
 
@@ -1184,7 +1184,7 @@ def _set_flag(refs: list[str], flag: str, value: bool) -> None:
         ("archived", False): "Unarchived",
     }[(flag, value)]
     with stores.write_store(check="sessions") as store:
-        rows = [lib.require_session(store, lib.find_session_exact(store, ref)) for ref in refs]
+        rows = [lib.require_session(store, vault.editable_session(store, ref)) for ref in refs]
         for row in dict((r["id"], r) for r in rows).values():
             sid = row["id"]
             label = f" ({render.visible(row['title'], newlines=False)})" if row.get("title") else ""

@@ -332,3 +332,27 @@ def session_store(live: Any, ref: str) -> Iterator[tuple[Any, str, str | None]]:
     with session_parts(live, ref) as (sid, parts):
         store, year = parts[-1]
         yield store, sid, year
+
+
+def editable_session(live: Any, ref: str, *, whole: bool = False) -> str:
+    """Return the id of the live session an edit acts on, named as every command names one
+    across the profile's stores; refuse a vaulted one (read-only) with the way back, and with
+    whole (a deletion) a session the agent resumed, whose history is in two stores."""
+    from hermes_cli import waiting
+    from hermes_state import profile_stores
+    from hermes_state.vault import VaultError
+
+    found = profile_stores.locate(live, live.path.parent, ref, waiting.current())
+    sid = found.session_id
+    if not found.live:
+        raise VaultError(
+            f"session {sid} is in the vault ({found.year}.db), which is read-only",
+            hint=f"Bring it back first: hermes vault return {sid}",
+        )
+    if whole and found.vault:
+        raise VaultError(
+            f"session {sid} was resumed after it was vaulted: part of its history is in"
+            f" vault/{found.vault[0]}.db",
+            hint=f"Join its parts first, then delete it: hermes vault return {sid}",
+        )
+    return str(sid)

@@ -295,3 +295,18 @@ def test_an_empty_vault_store_of_another_layout_does_not_block_a_move() -> None:
         assert vault.check_vault(home(), store).ok
     finally:
         store.close()
+
+
+def test_edits_refuse_a_vaulted_session_and_delete_refuses_a_resumed_one(live: Store) -> None:
+    store = live
+    make_session(store, "quiet", title="Quiet one")
+    vault.move_sessions(store, home(), 90)
+    for argv in (("sessions", "rename", "Quiet one", "New"), ("sessions", "pin", "quiet")):
+        done = child(*argv)
+        assert done.returncode != 0, argv
+        assert "in the vault" in done.stderr and "hermes vault return quiet" in done.stderr
+    gone = child("sessions", "delete", "b", "--yes")
+    assert gone.returncode != 0 and "hermes vault return b" in gone.stderr
+    assert "b" in ids(store)
+    renamed = child("sessions", "rename", "b", "Back again")
+    assert renamed.returncode == 0, renamed.stderr
