@@ -199,12 +199,14 @@ def list_sessions(
     Vaulted sessions: search, show and export include them; list and browse only with --vault;
     search --live leaves them out.
     """
-    from hermes_cli import pager, stores
+    from hermes_cli import pager, stores, waiting
+    from hermes_state import profile_stores
     from hermes_state.errors import StoreNotFoundError
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
     picked = fields_of(fields)
     session_keys = (*records.SESSION_KEYS, "vault") if vaulted else records.SESSION_KEYS
+    left_out: int | None = None  # vaulted sessions a live-only listing leaves out
     if picked is not None:
         _check_fields(picked, session_keys)
     limit = _limit_for(limit, settings)
@@ -260,6 +262,9 @@ def list_sessions(
                     limit=limit,
                     offset=offset,
                 )
+                left_out = profile_stores.vault_only_count(
+                    store, store.path.parent, waiting.current()
+                )
         except StoreNotFoundError:
             rows, total = [], 0
     shaped, keys = records.pick(
@@ -278,14 +283,25 @@ def list_sessions(
         "complete": complete,
         "errors": errors,
     }
+    if left_out is not None:
+        document["vault_not_listed"] = left_out
+    vault_note = (
+        f"Not listed: {left_out:,} vaulted session(s) (--vault includes them)."
+        if left_out
+        else None
+    )
     if settings.machine:
         output.emit(settings, document, shaped, keys)
         if not complete:
             session_views.more_rows_hint(len(rows), offset, total, limit)
+        if vault_note and settings.format is not output.Format.json:
+            render.echo(vault_note, err=True)
         return
     stores.report_profile_errors(errors)
     if not rows:
         render.echo("No sessions found." if total or _filtered(filters) else "No sessions yet.")
+        if vault_note:
+            render.echo(vault_note)
         return
     if vaulted:
         # The mark leads the title / preview: the ID stays whole, ready to copy.
@@ -298,6 +314,8 @@ def list_sessions(
     with pager.paging(settings):
         session_views.session_list(rows, with_profile=all_profiles)
     session_views.more_rows_hint(len(rows), offset, total, limit)
+    if vault_note:
+        render.echo(vault_note)
 
 
 def _filtered(filters: dict[str, Any]) -> bool:

@@ -292,3 +292,16 @@ def sources_and_models(
             sources.update(distinct_sources(store))
             models.update(usage_report.models_with_usage(store))
     return sorted(sources), sorted(models)
+
+
+def vault_only_count(live: Store, home: Path, waiting: Waiting = NO_WAITING) -> int:
+    """Return how many sessions only the vault holds (those a live-only listing leaves out)."""
+    total = 0
+    for _year, path in vault_paths(home):
+        store = open_vault(path, read_only=True, waiting=waiting)
+        try:
+            n = int(store.conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
+            total += n - len(vault_twins.twin_ids(live.conn, store.conn))
+        finally:
+            store.close()
+    return total

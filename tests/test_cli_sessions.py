@@ -56,7 +56,7 @@ def test_list_on_a_fresh_profile_prints_no_sessions_yet_and_creates_nothing(
 
 def test_list_json_has_the_documented_keys(sample: Path) -> None:
     data = run_json("sessions", "list", "--limit", "1")
-    assert set(data) == {"sessions", "total", "offset", "complete", "errors"}
+    assert set(data) == {"sessions", "total", "offset", "complete", "errors", "vault_not_listed"}
     session = data["sessions"][0]
     assert list(session) == [
         "id",

@@ -310,3 +310,21 @@ def test_edits_refuse_a_vaulted_session_and_delete_refuses_a_resumed_one(live: S
     assert "b" in ids(store)
     renamed = child("sessions", "rename", "b", "Back again")
     assert renamed.returncode == 0, renamed.stderr
+
+
+def test_a_live_listing_says_how_many_vaulted_sessions_it_leaves_out() -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "v1")
+        make_session(store, "v2")
+        make_session(store, "here", time.time())
+        vault.move_sessions(store, home(), 90)
+    finally:
+        store.close()
+    table = child("sessions", "list", "--no-pager")
+    assert table.returncode == 0, table.stderr
+    assert "Not listed: 2 vaulted session(s) (--vault includes them)." in table.stdout
+    data = json.loads(child("sessions", "list", "--json").stdout)
+    assert data["vault_not_listed"] == 2 and [r["id"] for r in data["sessions"]] == ["here"]
+    spanned = json.loads(child("sessions", "list", "--vault", "--json").stdout)
+    assert {r["id"] for r in spanned["sessions"]} == {"v1", "v2", "here"}
