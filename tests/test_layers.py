@@ -50,6 +50,7 @@ LAYERS: list[set[str]] = [
         "auto_maintenance",
         "import_target",
     },
+    {"import_ids"},
     {
         "messages",
         "ledger",
@@ -70,7 +71,7 @@ LAYERS: list[set[str]] = [
     },
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
-    {"vault_search", "restore"},
+    {"vault_search", "restore", "vault_import"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 
