@@ -939,7 +939,7 @@ def write_session(
                 # A feed's new messages still arrive; the session keeps the title it has here.
                 session = {k: v for k, v in session.items() if k != "title"}
             else:
-                free = _free_title(conn, title)
+                free = _free_title(conn, title, sid)
                 if on_title_clash != "rename" or free is None:
                     raise _Refused(
                         f"title {title!r} is already used by session {holder[0]} in this store"
@@ -1024,11 +1024,16 @@ def write_session(
 _NUMBERED = re.compile(r"^(.*) #(\d+)$")
 
 
-def _free_title(conn: sqlite3.Connection, title: str) -> str | None:
+def _free_title(conn: sqlite3.Connection, title: str, session_id: str) -> str | None:
     """Return the next free numbered title ("T" -> "T #2", "T #2" -> "T #3", as compression
-    numbers a continuation), or None when it would be longer than a title may be."""
+    numbers a continuation), or None when it would be longer than a title may be. A session
+    that already has a numbered form of the title here (an earlier import renamed it) keeps it."""
     m = _NUMBERED.match(title)
     base = m.group(1) if m else title
+    mine = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    held = _NUMBERED.match(mine[0]) if mine is not None and isinstance(mine[0], str) else None
+    if held is not None and held.group(1) == base:
+        return str(mine[0])
     highest = 1
     for (held,) in conn.execute(
         "SELECT title FROM sessions WHERE title LIKE ? ESCAPE '\\'", (escape_like(base) + " #%",)

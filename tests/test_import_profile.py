@@ -40,9 +40,9 @@ def _jsonl(path: Path, records: list[dict]) -> Path:
 
 
 def _ids(store: Store, sid: str) -> list[int]:
-    return [
-        r[0] for r in store.conn.execute("SELECT id FROM messages WHERE session_id = ?", (sid,))
-    ]
+    """Return a session's message ids in order."""
+    sql = "SELECT id FROM messages WHERE session_id = ? ORDER BY id"
+    return [r[0] for r in store.conn.execute(sql, (sid,))]
 
 
 def _make(store: Store, sid: str, at: float, n: int = 3, title: str | None = None) -> None:
@@ -281,3 +281,19 @@ def test_a_bad_title_clash_choice_is_a_usage_error(hermes_home: Path, tmp_path: 
     done = run("sessions", "import", str(path), "--on-title-clash", "merge")
     assert done.exit_code == 2
     assert "--on-title-clash" in done.stderr and "Traceback" not in done.output
+
+
+def test_a_renamed_session_keeps_its_numbered_title_when_a_feed_updates_it(
+    hermes_home: Path,
+) -> None:
+    with open_store(default_db_path()) as live:
+        assert portability.import_sessions(live, [_record("a", 1.0, title="Same")]).ok
+        first = portability.import_sessions(
+            live, [_record("b", 2.0, [10, 11], title="Same")], on_title_clash="rename"
+        )
+        assert first.retitled == 1
+        feed = _record("b", 2.0, [12], title="Same", messages_after_id=11)
+        again = portability.import_sessions(live, [feed], on_title_clash="rename")
+        assert (again.appended, again.messages, again.errors) == (1, 1, [])
+        assert sessions.get_session(live, "b")["title"] == "Same #2"
+        assert _ids(live, "b") == [10, 11, 12]
