@@ -1332,6 +1332,12 @@ def import_sessions(
                 copied, file_high = spool(stream, store.path.parent)
             except UnicodeDecodeError:
                 raise ImportFormatError("the input is not UTF-8 text") from None
+            except OSError as exc:
+                raise ImportFormatError(
+                    f"Cannot copy the input beside the store in {store.path.parent}: "
+                    f"{exc.strerror or exc}",
+                    hint="Free space there, or save the export to a file and import that file",
+                ) from None
             source = stack.enter_context(copied)
         else:
             source = list(source)
