@@ -49,7 +49,7 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --after-id | --by | --chart | --color | --count | --exclude-source | --fields | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
+            --after-id | --by | --chart | --color | --count | --exclude-source | --fields | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --on-title-clash | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
@@ -115,6 +115,7 @@ _hermes() {
         "sessions export:--until" | "sessions export:--older-than") _hermes_offer "" "$cur"; return ;;
         "sessions export:--after-id") _hermes_offer "" "$cur"; return ;;
         "sessions import:--on-conflict") _hermes_offer "=skip,replace" "$cur"; return ;;
+        "sessions import:--on-title-clash") _hermes_offer "=fail,rename,skip" "$cur"; return ;;
         "sessions prune:--older-than" | "sessions prune:--until") _hermes_offer "" "$cur"; return ;;
         "sessions prune:--since") _hermes_offer "" "$cur"; return ;;
         "sessions prune:--source") _hermes_offer "sources" "$cur"; return ;;
@@ -153,7 +154,7 @@ _hermes() {
         "sessions browse") opts="--source --role --since --archived --print --print-id --vault -h --help -p --profile"; args=("") ;;
         "sessions show") opts="--all --tail --role --reasoning --redact --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than --after-id --redact -h --help -p --profile" ;;
-        "sessions import") opts="--on-conflict --json -h --help -p --profile"; args=("files") ;;
+        "sessions import") opts="--on-conflict --on-title-clash --json -h --help -p --profile"; args=("files") ;;
         "sessions delete") opts="--yes -y -h --help -p --profile"; args=("ids") ;;
         "sessions rename") opts="-h --help -p --profile"; args=("ids" ""); variadic=1 ;;
         "sessions pin") opts="-h --help -p --profile"; args=("ids"); variadic=1 ;;

@@ -3,7 +3,7 @@
 # ~/.config/fish/completions/hermes.fish).
 
 set -g __hermes_known 'restore' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
-set -g __hermes_value_flags --after-id --by --chart --color --count --exclude-source --fields --format --from --interval --keep --limit --model --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
+set -g __hermes_value_flags --after-id --by --chart --color --count --exclude-source --fields --format --from --interval --keep --limit --model --newer-than --offset --older-than --on-conflict --on-title-clash --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
 function __hermes_profile_args
@@ -198,11 +198,12 @@ complete -c hermes -n '__hermes_at \'sessions export\'' -l source -x -k -a '(__h
 complete -c hermes -n '__hermes_at \'sessions export\'' -l exclude-source -x -k -a '(__hermes_values sources)' -d 'Leave out sessions from source S (repeatable).'
 complete -c hermes -n '__hermes_at \'sessions export\'' -l since -l newer-than -x -d 'Only sessions last active at or after WHEN. --newer-than is the older name. WHEN: a duration back from now (7d, 12h, 2w, \'2 weeks ago\'), today, yesterday, \'last monday\', or an ISO date (2026-01-31).'
 complete -c hermes -n '__hermes_at \'sessions export\'' -l until -l older-than -x -d 'Only sessions last active before WHEN. --older-than is the older name. WHEN: a duration back from now (7d, 12h, 2w, \'2 weeks ago\'), today, yesterday, \'last monday\', or an ISO date (2026-01-31).'
-complete -c hermes -n '__hermes_at \'sessions export\'' -l after-id -x -d 'A change feed: only messages with a row id above N, in records of their sessions (importing one appends them). The summary names the highest id, the N of the next run.'
+complete -c hermes -n '__hermes_at \'sessions export\'' -l after-id -x -d 'A change feed: only messages with a row id above N, in records of their sessions (importing one appends them). The summary names the feed\'s high-water mark, the N of the next run: every message committed later has a higher id, so no message is missed or exported twice.'
 complete -c hermes -n '__hermes_at \'sessions export\'' -l redact -d 'Replace API keys, tokens, private keys and passwords in titles, system prompts, message text, tool calls and reasoning with [REDACTED:kind]. The file still imports: prompt hashes are recomputed for the redacted text, and a title that redaction makes the same as an earlier one gets #2.'
 complete -c hermes -n '__hermes_at \'sessions export\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_arg \'sessions import\' 0' -F
 complete -c hermes -n '__hermes_at \'sessions import\'' -l on-conflict -x -a 'skip replace' -d 'For ids already in the store: keep or replace them.'
+complete -c hermes -n '__hermes_at \'sessions import\'' -l on-title-clash -x -a 'fail rename skip' -d 'For a title another session here has: fail (report that session, import the rest), rename (import it as \'Title #2\', numbered as compression numbers a continuation) or skip it.'
 complete -c hermes -n '__hermes_at \'sessions import\'' -l json -d 'Print what was imported as one JSON object (counts, errors, warnings).'
 complete -c hermes -n '__hermes_at \'sessions import\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_arg \'sessions delete\' 0' -k -a '(__hermes_values ids)'

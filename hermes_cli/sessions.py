@@ -88,6 +88,14 @@ class Conflict(StrEnum):
     replace = "replace"  # type: ignore[assignment]  # the member, not str.replace
 
 
+class TitleClash(StrEnum):
+    """What `sessions import` does with a title another session of the store has."""
+
+    fail = "fail"
+    rename = "rename"
+    skip = "skip"
+
+
 def _setup(
     fmt: output.Format | None, as_json: bool, color: output.ColorMode, *, pager: bool = False
 ) -> output.Settings:
@@ -927,8 +935,9 @@ def export(
             metavar="N",
             min=0,
             help="A change feed: only messages with a row id above N, in records of their "
-            "sessions (importing one appends them). The summary names the highest id, the N "
-            "of the next run.",
+            "sessions (importing one appends them). The summary names the feed's high-water "
+            "mark, the N of the next run: every message committed later has a higher id, so "
+            "no message is missed or exported twice.",
         ),
     ] = None,
     redact: Annotated[
@@ -961,6 +970,7 @@ def export(
     to_stdout = output_path == "-"
     target = None if to_stdout else portability.check_export_target(Path(output_path))
     stdout = output.terminal_safe(sys.stdout, markdown=fmt is ExportFormat.md)
+    mark: int | None = None
     try:
         with stores.read_store() as store:
             _check_sources(store, source)
@@ -973,6 +983,10 @@ def export(
                 "active_before": before,
                 "after_id": after_id,
             }
+            if after_id is not None:
+                # Taken first: the feed is exactly the ids in (N, mark] (see feed_mark).
+                mark = portability.feed_mark(store)
+                span["upto_id"] = mark
             records_iter = portability.export_all(store, session_ids=ids, **span)
             # Vaulted sessions are exported too, each record marked with its vault year.
             records_iter = vault.export_spanning(store, records_iter, session_ids=vaulted, **span)
@@ -1017,7 +1031,7 @@ def export(
         err=True,
     )
     if after_id is not None:
-        top = counts.highest_id if counts.highest_id is not None else after_id
+        top = max(after_id, mark or 0)
         render.echo(f"Highest message id: {top} (next run: --after-id {top})", err=True)
 
 
@@ -1058,6 +1072,7 @@ def _count_records(path: Path) -> int | None:
     examples=[
         "hermes sessions import all.jsonl",
         "hermes -p copy sessions import all.jsonl --on-conflict replace",
+        "hermes sessions import theirs.jsonl --on-title-clash rename",
         "hermes sessions export | hermes -p copy sessions import -",
     ],
 )
@@ -1070,6 +1085,15 @@ def import_(
         Conflict,
         typer.Option("--on-conflict", help="For ids already in the store: keep or replace them."),
     ] = Conflict.skip,
+    on_title_clash: Annotated[
+        TitleClash,
+        typer.Option(
+            "--on-title-clash",
+            help="For a title another session here has: fail (report that session, import the "
+            "rest), rename (import it as 'Title #2', numbered as compression numbers a "
+            "continuation) or skip it.",
+        ),
+    ] = TitleClash.fail,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -1077,9 +1101,13 @@ def import_(
         ),
     ] = False,
 ) -> None:
-    """Import an export made by `sessions export` (each session all or nothing)."""
+    """Import an export made by `sessions export` (each session all or nothing).
+
+    A session the profile's vault holds is present (skipped, "in vault 2025"). Message ids are
+    kept when above every id the profile's stores have used, else renumbered above them all.
+    """
     from hermes_cli import stores
-    from hermes_state import portability
+    from hermes_state import portability, vault_import
 
     if source == "-":
         # Exports are UTF-8 whatever the locale says; bytes that are not are reported.
@@ -1096,7 +1124,12 @@ def import_(
         render.progress("Importing sessions", total=total) as bar,
     ):
         result = portability.import_sessions(
-            store, data, on_conflict=on_conflict.value, progress=bar.advance
+            store,
+            data,
+            on_conflict=on_conflict.value,
+            on_title_clash=on_title_clash.value,
+            progress=bar.advance,
+            others=vault_import.other_stores(store),
         )
     if as_json:
         render.emit_json(dataclasses.asdict(result) | {"ok": result.ok})
@@ -1104,10 +1137,12 @@ def import_(
             raise typer.Exit(1)
         return
     appended = f"; appended to {result.appended}" if result.appended else ""
+    away = ", ".join(f"{n} in {where}" for where, n in sorted(result.elsewhere.items()))
+    titled = f"; {result.title_skipped} left out for their title" if result.title_skipped else ""
     render.echo(
         f"Imported {result.imported} session{'s' if result.imported != 1 else ''} "
         f"({result.messages} messages); replaced {result.replaced}{appended}; "
-        f"skipped {result.skipped} already present."
+        f"skipped {result.skipped} already present" + (f" ({away})" if away else "") + f"{titled}."
     )
     if result.kept_ids and not result.renumbered:
         render.echo(f"Every message kept its id ({result.kept_ids}).")

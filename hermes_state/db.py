@@ -45,6 +45,7 @@ from hermes_state import (
     telegram_topics,
     transcripts,
     usage,
+    vault_import,
     workspace,
 )
 from hermes_state.connection import WRITE_PATIENCE_S, Store, open_store
@@ -1595,8 +1596,11 @@ class SessionDB:
         Returns ``ok``, ``imported``, ``skipped``, ``replaced``, ``detached``, ``imported_ids``,
         ``skipped_ids``, ``messages``, ``errors`` and ``warnings``.
         """
+        # A session in the profile's vault is present: skipped, never made a second time.
+        others = vault_import.other_stores(self.store)
         return cast(
-            "ImportSummary", import_batch.import_list(self.store, sessions, on_conflict=on_conflict)
+            "ImportSummary",
+            import_batch.import_list(self.store, sessions, on_conflict=on_conflict, others=others),
         )
 
     # --- compression generations and ownership -------------------------------------------------

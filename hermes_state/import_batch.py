@@ -23,6 +23,7 @@ from typing import Any
 
 from hermes_state import portability
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.import_ids import NO_OTHER_STORES, IdPlan, OtherStores
 from hermes_state.import_target import Fitting, Target
 
 MAX_SESSIONS = 500
@@ -205,14 +206,19 @@ def _closes_cycle(conn: sqlite3.Connection, child: str, parent: str, links: dict
 
 
 def import_list(
-    store: Store, sessions: Sequence[Any], *, on_conflict: str = "skip"
+    store: Store,
+    sessions: Sequence[Any],
+    *,
+    on_conflict: str = "skip",
+    others: OtherStores = NO_OTHER_STORES,
 ) -> dict[str, Any]:
     """Import exported sessions all or nothing (see the module docstring); return the summary.
 
     The summary has ``ok``, ``imported``, ``skipped``, ``replaced``, ``detached``,
     ``imported_ids``, ``skipped_ids``, ``messages``, ``errors`` (each ``{index, session_id?,
     error}``) and ``warnings``. ``on_conflict="replace"`` replaces existing sessions instead of
-    skipping them.
+    skipping them. A session another store of the profile holds (``others``: the vault) is
+    skipped as present, and no message gets an id those stores have used.
     """
     if not isinstance(sessions, list | tuple):
         raise ValueError("sessions must be a list")
@@ -247,12 +253,14 @@ def import_list(
     }
     if errors:
         return summary
+    away = others.where([item.session["id"] for item in checked]) if checked else {}
 
     def fn(conn: sqlite3.Connection) -> dict[str, Any]:
         out = {**summary, "imported_ids": [], "skipped_ids": [], "warnings": []}
         links: list[tuple[str, str]] = []
         target = Target(store)
         fitting = Fitting()  # per attempt: a transaction replayed after a lock counts once
+        plan = IdPlan(others)
         for item in checked:
             try:
                 outcome = portability.write_session(
@@ -263,10 +271,12 @@ def import_list(
                     on_conflict=on_conflict,
                     target=target,
                     fitting=fitting,
+                    plan=plan,
+                    elsewhere=away.get(item.session["id"]),
                 )
             except portability.REFUSALS as exc:
                 raise _Refused(item.index, item.session["id"], str(exc)) from exc
-            if outcome == "skipped":
+            if outcome == "skipped" or outcome.startswith(portability.ELSEWHERE):
                 out["skipped_ids"].append(item.session["id"])
                 continue
             out["imported_ids"].append(item.session["id"])

@@ -6,7 +6,7 @@ is not written and counted; a null where the target's column is NOT NULL with a 
 that default, counted; both are stated in the import summary. System prompts and tool pins go
 where the target's own release keeps them: content-addressed in ``system_prompts`` (hashed
 here, never trusted from the file) or inline in ``sessions.system_prompt``. Message row ids
-are kept when the target has them free, so a reader that follows ids sees each message once.
+are kept or given afresh by :mod:`hermes_state.import_ids`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hermes_state.connection import Store
-from hermes_state.sql import chunks, marks, quote
+from hermes_state.sql import marks, quote
 
 PROMPTS_TABLE = "system_prompts"
 USAGE_TABLE = "session_model_usage"
@@ -40,6 +40,7 @@ class Fitting:
     usage_rows: int = 0
     prompts: int = 0
     already_there: int = 0  # messages of change-feed records the session had already
+    retitled: list[tuple[str, str, str]] = field(default_factory=list)  # (id, title, new one)
 
     def add(self, other: Fitting) -> None:
         """Count another transaction's changes in too (one that committed)."""
@@ -50,6 +51,7 @@ class Fitting:
         self.usage_rows += other.usage_rows
         self.prompts += other.prompts
         self.already_there += other.already_there
+        self.retitled += other.retitled
 
     def notes(self) -> list[str]:
         """Say in sentences what the target's layout could not hold as it came."""
@@ -66,8 +68,16 @@ class Fitting:
             )
         if self.renumbered:
             out.append(
-                f"{self.renumbered} message(s) got new ids (theirs were taken in this store); "
-                f"{self.kept_ids} kept their ids"
+                f"{self.renumbered} message(s) got new ids, above every id this profile's "
+                "stores and the file use (a message keeps its id only when it is above every "
+                f"id the profile has used); {self.kept_ids} kept their ids"
+            )
+        if self.retitled:
+            shown = "; ".join(f"{old!r} -> {new!r}" for _sid, old, new in self.retitled[:5])
+            more = f"; and {len(self.retitled) - 5} more" if len(self.retitled) > 5 else ""
+            out.append(
+                f"{len(self.retitled)} title(s) were already used here by other sessions, so "
+                f"they were imported numbered: {shown}{more}"
             )
         return out
 
@@ -114,6 +124,7 @@ class Target:
         row = dict(session)
         row.pop("model_usage", None)
         row.pop("messages_after_id", None)
+        row.pop("vault", None)  # the export's mark of where a session lived, not a column
         self._place_prompts(conn, row, fitting)
         out: dict[str, Any] = {}
         for key, value in row.items():
@@ -169,35 +180,6 @@ class Target:
             for key, value in msg.items():
                 if key not in self.message_columns and _holds_something(value):
                     fitting.dropped[f"messages.{key}"] += 1
-
-    def free_ids(
-        self,
-        conn: sqlite3.Connection,
-        ids: Sequence[int] | None,
-        fitting: Fitting,
-        *,
-        above: int = 0,
-    ) -> list[int] | None:
-        """Return the exported ids when every one is free here, else None (all renumbered).
-
-        A session keeps its ids only as a whole: renumbering some would put them after the
-        rest, out of the conversation's order; for the same reason messages appended to a
-        session keep their ids only when they all come after its last one (``above``).
-        """
-        if not ids:
-            return None
-        if ids[0] <= above:
-            fitting.renumbered += len(ids)
-            return None
-        for part in chunks(list(ids), 500):
-            taken = conn.execute(
-                f"SELECT 1 FROM messages WHERE id IN ({marks(len(part))}) LIMIT 1", part
-            ).fetchone()
-            if taken is not None:
-                fitting.renumbered += len(ids)
-                return None
-        fitting.kept_ids += len(ids)
-        return list(ids)
 
     # --- usage ------------------------------------------------------------------------------
 

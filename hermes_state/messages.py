@@ -434,23 +434,39 @@ def _decoded(names: Sequence[str], row: tuple[Any, ...]) -> dict[str, Any]:
 UNCOPIED_COLUMNS = frozenset({"session_id", "display_identity"})
 
 
+SQLITE_MAX_ID = 2**63 - 1
+
+
 def stored_chunk(
-    store: Store, session_id: str, *, after_id: int = 0, limit: int = 2000
+    store: Store,
+    session_id: str,
+    *,
+    after_id: int = 0,
+    limit: int = 2000,
+    upto_id: int | None = None,
 ) -> list[dict[str, Any]]:
     """Return up to limit of a session's rows as stored (the store's own columns, nothing
-    derived, every generation) with an id above after_id, in id order: one statement."""
+    derived, every generation) with an id above after_id (and at most upto_id), in id order:
+    one statement."""
     names = [c for c in store.columns("messages") if c not in UNCOPIED_COLUMNS]
+    top = SQLITE_MAX_ID if upto_id is None else int(upto_id)
     sql = (
         f"SELECT {', '.join(quote(c) for c in names)} FROM messages"
-        " WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?"
+        " WHERE session_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?"
     )
     cur = store.conn.cursor()
     cur.row_factory = None
-    return [_decoded(names, row) for row in cur.execute(sql, (session_id, int(after_id), limit))]
+    rows = cur.execute(sql, (session_id, int(after_id), top, limit))
+    return [_decoded(names, row) for row in rows]
 
 
 def iter_stored(
-    store: Store, session_id: str, *, after_id: int = 0, chunk: int = 2000
+    store: Store,
+    session_id: str,
+    *,
+    after_id: int = 0,
+    chunk: int = 2000,
+    upto_id: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield a session's rows as stored_chunk reads them, a chunk per statement.
 
@@ -459,7 +475,7 @@ def iter_stored(
     """
     after = int(after_id)
     while True:
-        rows = stored_chunk(store, session_id, after_id=after, limit=chunk)
+        rows = stored_chunk(store, session_id, after_id=after, limit=chunk, upto_id=upto_id)
         yield from rows
         if len(rows) < chunk:
             return

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import queue
+import re
 import sqlite3
 import tempfile
 import threading
@@ -28,9 +29,18 @@ from typing import IO, Any, Generic, TypeVar, cast
 from hermes_state import bulkload, messages as msglib, sessions as seslib, values
 from hermes_state.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
 from hermes_state.errors import HermesStateError, SessionNotFoundError
+from hermes_state.import_ids import (
+    NO_OTHER_STORES,
+    IdPlan,
+    OtherStores,
+    file_high_id,
+    records_high_id,
+    spool,
+    store_high_id,
+)
 from hermes_state.import_target import USAGE_TABLE, Fitting, Target
 from hermes_state.ledger import busy_message, open_work_in
-from hermes_state.sql import chunks, marks, quote
+from hermes_state.sql import chunks, escape_like, marks, quote
 from hermes_state.text import bindable, scrub_surrogates
 
 SESSION_CHUNK = 500
@@ -45,6 +55,10 @@ IMPORT_BATCH_MESSAGES = 5000
 BULK_MIN_MESSAGES = 200  # smaller batches are indexed row by row, by the triggers
 _READ_CHUNK = 1 << 16
 ON_CONFLICT = ("skip", "replace")
+# A session whose title another session here has: refused (the rest import), imported as
+# "Title #2" (the next free number, as compression numbers a continuation), or left out.
+ON_TITLE_CLASH = ("fail", "rename", "skip")
+ELSEWHERE = "elsewhere:"  # an outcome: the session is in another store of the profile
 # Message keys an import passes on to the store; "id" and "session_id" are assigned by it.
 MESSAGE_KEYS = frozenset({"role", "content", *msglib.APPEND_FIELDS})
 # Row ids are the target's; the display columns are derived by the agent's triggers.
@@ -108,7 +122,10 @@ class ImportResult:
     messages: int = 0
     already_there: int = 0  # messages of change-feed records this store had already
     kept_ids: int = 0  # messages that kept their exported row id
-    renumbered: int = 0  # messages whose id was taken here, given a new one
+    renumbered: int = 0  # messages given a new id (see import_ids for the rule)
+    elsewhere: dict[str, int] = field(default_factory=dict)  # skipped: in "vault 2025", ...
+    retitled: int = 0  # sessions imported as "Title #2" (on_title_clash="rename")
+    title_skipped: int = 0  # sessions left out for their title (on_title_clash="skip")
     usage_rows: int = 0
     errors: list[ImportIssue] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -127,9 +144,28 @@ def _message_record(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k != "session_id"}
 
 
-def _session_messages(store: Store, session_id: str, after_id: int = 0) -> Iterator[dict[str, Any]]:
-    """Yield a session's message rows as stored, every generation, above after_id."""
-    return msglib.iter_stored(store, session_id, after_id=after_id, chunk=MESSAGE_CHUNK)
+def _session_messages(
+    store: Store, session_id: str, after_id: int = 0, upto_id: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """Yield a session's message rows as stored, every generation, above after_id (and at
+    most upto_id)."""
+    return msglib.iter_stored(
+        store, session_id, after_id=after_id, chunk=MESSAGE_CHUNK, upto_id=upto_id
+    )
+
+
+def feed_mark(store: Store) -> int:
+    """Return the change feed's high-water mark: the highest message id the store has used,
+    read in one snapshot.
+
+    Every message with an id at or below it is committed (its writer finished before the
+    snapshot: the store has one writer at a time), and every message committed later gets a
+    higher id (``messages.id`` is AUTOINCREMENT, and an import keeps or gives ids only above
+    every id used: see import_ids). So a feed that exports exactly the ids in (N, mark] and
+    next starts at the mark sees every message once, however long its reads take.
+    """
+    with store.snapshot() as conn:
+        return store_high_id(conn)
 
 
 def session_record(store: Store, session_id: str) -> dict[str, Any] | None:
@@ -185,14 +221,15 @@ def _session_ids(
     after_id: int | None = None,
     active_after: float | None = None,
     active_before: float | None = None,
+    upto_id: int | None = None,
 ) -> Iterator[str]:
     """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
     where, params = seslib.activity_filters(
         store.columns("sessions"), "sessions", active_after, active_before
     )
     if after_id is not None:
-        where.append("id IN (SELECT DISTINCT session_id FROM messages WHERE id > ?)")
-        params.append(int(after_id))
+        where.append("id IN (SELECT DISTINCT session_id FROM messages WHERE id > ? AND id <= ?)")
+        params += [int(after_id), msglib.SQLITE_MAX_ID if upto_id is None else int(upto_id)]
     if sources:
         where.append(f"source IN ({', '.join('?' for _ in sources)})")
         params += [bindable(s) for s in sources]
@@ -253,6 +290,7 @@ def export_all(
     after_id: int | None = None,
     active_after: float | None = None,
     active_before: float | None = None,
+    upto_id: int | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Yield export records oldest first; each record's "messages" is a lazy iterator.
 
@@ -260,7 +298,9 @@ def export_all(
     started_* bound when a session started, active_* when it was last active.
     ``after_id`` makes a change feed: only the messages with a higher row id, in records of
     the sessions that have any (each marked with ``messages_after_id``), so a follower that
-    keeps the highest id it has seen never reads a message twice.
+    keeps the highest id it has seen never reads a message twice. ``upto_id`` leaves out
+    messages above it: a feed passes its mark (feed_mark, read before) so that it never
+    misses one, whichever order the store's writers commit in while it reads.
     """
     wanted = [*([source] if source is not None else []), *(sources or ())]
     excluded = list(exclude_sources or ())
@@ -277,12 +317,14 @@ def export_all(
             after_id=after_id,
             active_after=active_after,
             active_before=active_before,
+            upto_id=upto_id,
         )
     feed = {AFTER_ID_KEY: int(after_id)} if after_id is not None else {}
     for row, head, complete in _read_windows(
         store,
         iter(ids),
         after_id=int(after_id or 0),
+        upto_id=upto_id,
         keep=None
         if session_ids is None
         else (lambda r: _matches(r, wanted, excluded, started_after, started_before)),
@@ -292,7 +334,7 @@ def export_all(
             continue  # a session named by id without new messages
         rest: Iterable[dict[str, Any]] = ()
         if not complete:
-            rest = _session_messages(store, row["id"], head[-1]["id"])
+            rest = _session_messages(store, row["id"], head[-1]["id"], upto_id)
         yield {**row, **feed, "messages": itertools.chain(head, rest)}
 
 
@@ -303,6 +345,7 @@ def _read_windows(
     after_id: int,
     keep: Callable[[Mapping[str, Any]], bool] | None,
     strict: bool,
+    upto_id: int | None = None,
 ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], bool]]:
     """Read sessions and their first messages in short read transactions; yield each session's
     record, the messages read and whether they are all of them.
@@ -329,7 +372,9 @@ def _read_windows(
                 if keep is not None and not keep(row):
                     continue
                 want = max(1, budget)
-                head = msglib.stored_chunk(store, sid, after_id=after_id, limit=want)
+                head = msglib.stored_chunk(
+                    store, sid, after_id=after_id, limit=want, upto_id=upto_id
+                )
                 window.append((row, head, len(head) < want))
                 budget -= len(head)
                 if budget <= 0 or time.monotonic() - start >= READ_WINDOW_S:
@@ -847,21 +892,30 @@ def write_session(
     ids: Sequence[int] | None = None,
     target: Target | None = None,
     fitting: Fitting | None = None,
+    plan: IdPlan | None = None,
+    elsewhere: str | None = None,
+    on_title_clash: str = "fail",
 ) -> str:
     """Insert (or replace) one session and its messages inside the caller's transaction.
 
     Returns "imported", "replaced", "appended" (a change-feed record of a session already here:
-    its messages not here yet were added), "skipped" (it exists and on_conflict is "skip") or
+    its messages not here yet were added), "skipped" (it exists and on_conflict is "skip"),
+    ELSEWHERE + where (``elsewhere`` names another store of the profile that holds it, such as
+    "vault 2025", and this store does not: it is present, never made a second time),
+    "title-skipped" (its title is another session's and on_title_clash is "skip") or
     "deferred" (its parent is not in the store yet and ``unlink_parent`` is false). Raises one
     of REFUSALS when the store cannot take it as it is (nothing of it is written then, once the
     caller rolls back). The record is fitted to the store's layout (``target``), and what that
-    changed is counted in ``fitting``; ``ids`` are the messages' exported row ids, kept when
-    they are all free here.
+    changed is counted in ``fitting``; ``ids`` are the messages' exported row ids, kept or
+    renumbered by ``plan`` (see import_ids).
     """
     target = target or Target(store)
     fitting = fitting if fitting is not None else Fitting()
+    plan = plan or IdPlan()
     sid = session["id"]
     exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone() is not None
+    if not exists and elsewhere is not None:
+        return ELSEWHERE + elsewhere
     # A change-feed record (export --after-id) carries only newer messages: it appends.
     appending = exists and session.get(AFTER_ID_KEY) is not None
     if exists and on_conflict == "skip" and not appending:
@@ -879,10 +933,28 @@ def write_session(
             "SELECT id FROM sessions WHERE title = ? AND id <> ?", (title, sid)
         ).fetchone()
         if holder is not None:
-            raise _Refused(f"title {title!r} is already used by session {holder[0]} in this store")
+            if on_title_clash == "skip" and not appending:
+                return "title-skipped"
+            if on_title_clash == "skip":
+                # A feed's new messages still arrive; the session keeps the title it has here.
+                session = {k: v for k, v in session.items() if k != "title"}
+            else:
+                free = _free_title(conn, title, sid)
+                if on_title_clash != "rename" or free is None:
+                    raise _Refused(
+                        f"title {title!r} is already used by session {holder[0]} in this store"
+                        + (
+                            f" (--on-title-clash rename imports it as {free!r}, skip leaves it out)"
+                            if free is not None
+                            else ""
+                        )
+                    )
+                session = {**session, "title": free}
+                fitting.retitled.append((sid, title, free))
     usage = session.get(USAGE_KEY) or []
     row = target.session_row(conn, session, fitting)
     above = 0
+    own: frozenset[int] = frozenset()
     if appending:
         given = len(msgs)
         msgs, summary_at, ids, above = _not_yet_in(conn, target, sid, msgs, summary_at, ids)
@@ -895,6 +967,10 @@ def write_session(
         busy = open_work_in(conn, [sid])
         if busy:
             raise _Refused(busy_message(sid, busy) + "; it was not replaced")
+        # The session's own ids may be given back to its messages (nobody else holds them).
+        own = frozenset(
+            r[0] for r in conn.execute("SELECT id FROM messages WHERE session_id = ?", (sid,))
+        )
         conn.execute("DELETE FROM messages WHERE session_id = ?", (sid,))
         if target.usage_columns:
             conn.execute(f"DELETE FROM {USAGE_TABLE} WHERE session_id = ?", (sid,))
@@ -908,16 +984,15 @@ def write_session(
         )
     target.count_dropped_fields(msgs, fitting)
     # A file without ids (hand-written, or an older export) has nothing to keep.
-    kept = None
-    if ids is not None and len(ids) == len(msgs):
-        kept = target.free_ids(conn, ids, fitting, above=above)
+    exported = ids if ids is not None and len(ids) == len(msgs) else None
+    planned = plan.ids_for(conn, exported, len(msgs), fitting, own=own, above=above)
     try:
         new_ids = msglib.insert_messages(
             conn,
             sid,
             msgs,
             columns=target.message_columns,
-            ids=kept,
+            ids=planned,
             activity="last_activity_at" in target.session_columns,
             as_given=True,
         )
@@ -944,6 +1019,30 @@ def write_session(
     if appending:
         return "appended"
     return "replaced" if exists else "imported"
+
+
+_NUMBERED = re.compile(r"^(.*) #(\d+)$")
+
+
+def _free_title(conn: sqlite3.Connection, title: str, session_id: str) -> str | None:
+    """Return the next free numbered title ("T" -> "T #2", "T #2" -> "T #3", as compression
+    numbers a continuation), or None when it would be longer than a title may be. A session
+    that already has a numbered form of the title here (an earlier import renamed it) keeps it."""
+    m = _NUMBERED.match(title)
+    base = m.group(1) if m else title
+    mine = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    held = _NUMBERED.match(mine[0]) if mine is not None and isinstance(mine[0], str) else None
+    if held is not None and held.group(1) == base:
+        return str(mine[0])
+    highest = 1
+    for (held,) in conn.execute(
+        "SELECT title FROM sessions WHERE title LIKE ? ESCAPE '\\'", (escape_like(base) + " #%",)
+    ):
+        n = _NUMBERED.match(held)
+        if n and n.group(1) == base:
+            highest = max(highest, int(n.group(2)))
+    free = f"{base} #{highest + 1}"
+    return free if len(free) <= seslib.MAX_TITLE_LENGTH else None
 
 
 def _update_session(conn: sqlite3.Connection, session_id: str, row: Mapping[str, Any]) -> None:
@@ -1041,14 +1140,19 @@ def _write_batch(
     unlink_parent: bool,
     fitting: Fitting,
     before_index: Callable[[], None] | None = None,
+    plan: IdPlan | None = None,
+    away: Mapping[str, str] | None = None,
+    on_title_clash: str = "fail",
 ) -> list[str | ImportIssue]:
     """Write sessions in the caller's transaction, each in a savepoint; return each outcome.
 
     A session the store refuses is rolled back to its savepoint (nothing of it is written) and
     reported as an ImportIssue; the others go on. With enough rows the word and substring
     indexes are filled once for the whole batch (bulkload), not row by row; before_index is
-    called just before that (the import starts reading the next batch then).
+    called just before that (the import starts reading the next batch then). ``away`` names
+    the sessions another store of the profile holds (see write_session's ``elsewhere``).
     """
+    away = away or {}
     rows = sum(len(p.msgs) for p in batch)
     deferred = bulkload.defer_indexing(conn) if rows >= BULK_MIN_MESSAGES else None
     outcomes: list[str | ImportIssue] = []
@@ -1066,6 +1170,9 @@ def _write_batch(
                 ids=p.ids,
                 target=target,
                 fitting=fitting,
+                plan=plan,
+                elsewhere=away.get(p.session["id"]),
+                on_title_clash=on_title_clash,
             )
         except REFUSALS as exc:
             conn.execute("ROLLBACK TO hermes_import_session")
@@ -1198,27 +1305,79 @@ def import_sessions(
     *,
     on_conflict: str = "skip",
     progress: Progress | None = None,
+    on_title_clash: str = "fail",
+    others: OtherStores = NO_OTHER_STORES,
 ) -> ImportResult:
-    """Import export records (a JSONL/JSON file, a text stream such as stdin, or an iterable).
+    """Import export records (a JSONL/JSON file, a text stream such as stdin, or a list).
 
     Each session is all or nothing: a record that is malformed, or that the store refuses, is
     reported with its line number and nothing of it is written; the others are imported.
     Sessions are written in batches of about IMPORT_BATCH_MESSAGES messages, one transaction
     each (a savepoint per session), so an interrupted import leaves whole sessions only, and
-    running it again (on_conflict="skip") imports the rest.
+    running it again (on_conflict="skip") imports the rest. ``others`` are the profile's other
+    stores (its vault): a session one of them holds is present, and their message ids are
+    never reused. A stream is first copied to an anonymous temporary file beside the store:
+    which ids it holds must be known before the first is written (see import_ids).
     """
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict must be one of {ON_CONFLICT}, not {on_conflict!r}")
+    if on_title_clash not in ON_TITLE_CLASH:
+        raise ValueError(f"on_title_clash must be one of {ON_TITLE_CLASH}, not {on_title_clash!r}")
+    with contextlib.ExitStack() as stack:
+        if isinstance(source, str | os.PathLike):
+            file_high = file_high_id(source)
+        elif hasattr(source, "read"):
+            stream = cast("IO[str]", source)
+            try:
+                copied, file_high = spool(stream, store.path.parent)
+            except UnicodeDecodeError:
+                raise ImportFormatError("the input is not UTF-8 text") from None
+            except OSError as exc:
+                raise ImportFormatError(
+                    f"Cannot copy the input beside the store in {store.path.parent}: "
+                    f"{exc.strerror or exc}",
+                    hint="Free space there, or save the export to a file and import that file",
+                ) from None
+            source = stack.enter_context(copied)
+        else:
+            source = list(source)
+            file_high = records_high_id(source)
+        return _import(
+            store,
+            source,
+            on_conflict=on_conflict,
+            progress=progress,
+            on_title_clash=on_title_clash,
+            others=others,
+            plan=IdPlan(others, file_high),
+        )
+
+
+def _import(
+    store: Store,
+    source: str | os.PathLike[str] | IO[str] | list[Any],
+    *,
+    on_conflict: str,
+    progress: Progress | None,
+    on_title_clash: str,
+    others: OtherStores,
+    plan: IdPlan,
+) -> ImportResult:
+    """Import the records of source (see import_sessions) with the ids plan gives."""
     result = ImportResult()
     ignored: set[str] = set()
     fitting = Fitting()
     targets: list[Target] = []
+    not_replaced: list[str] = []
+    feeds_away: list[str] = []
+    title_skips: list[str] = []
 
     def in_transaction(
         conn: sqlite3.Connection,
         batch: list[_Pending],
         unlink: bool,
         before_index: Callable[[], None] | None,
+        away: Mapping[str, str],
     ) -> tuple[list[str | ImportIssue], Fitting]:
         if not targets:  # the layout is read inside the write, where its waits are retried
             targets.append(Target(store))
@@ -1231,6 +1390,9 @@ def import_sessions(
             unlink_parent=unlink,
             fitting=counted,
             before_index=before_index,
+            plan=plan,
+            away=away,
+            on_title_clash=on_title_clash,
         )
         return outcomes, counted
 
@@ -1240,8 +1402,12 @@ def import_sessions(
         """Write a batch in one transaction; record the outcomes; return the deferred ones."""
         if not batch:
             return []
+        # Read before the write: the live store is not locked while the vault is looked up.
+        away = (
+            others.where([p.session["id"] for p in batch]) if others is not NO_OTHER_STORES else {}
+        )
         outcomes, counted = store.write(
-            lambda conn: in_transaction(conn, batch, unlink, before_index),
+            lambda conn: in_transaction(conn, batch, unlink, before_index, away),
             patience=TRANSCRIPT_WRITE_PATIENCE_S,
         )
         fitting.add(counted)
@@ -1254,6 +1420,17 @@ def import_sessions(
                 result.errors.append(outcome)
             elif outcome == "skipped":
                 result.skipped += 1
+            elif outcome.startswith(ELSEWHERE):
+                where = outcome.removeprefix(ELSEWHERE)
+                result.skipped += 1
+                result.elsewhere[where] = result.elsewhere.get(where, 0) + 1
+                if p.session.get(AFTER_ID_KEY) is not None and p.msgs:
+                    feeds_away.append(f"{p.session['id']} ({where})")
+                elif on_conflict == "replace":
+                    not_replaced.append(f"{p.session['id']} ({where})")
+            elif outcome == "title-skipped":
+                result.title_skipped += 1
+                title_skips.append(f"line {p.line}: {p.session['id']} ({p.session['title']!r})")
             else:
                 result.imported += outcome == "imported"
                 result.replaced += outcome == "replaced"
@@ -1293,8 +1470,40 @@ def import_sessions(
             "fields this hermes does not know were ignored: " + ", ".join(sorted(ignored))
         )
     result.warnings.extend(fitting.notes())
+    result.warnings.extend(_elsewhere_notes(not_replaced, feeds_away, title_skips))
+    result.retitled = len(fitting.retitled)
     result.kept_ids, result.renumbered = fitting.kept_ids, fitting.renumbered
     result.messages -= fitting.already_there
     result.already_there = fitting.already_there
     result.usage_rows = fitting.usage_rows
     return result
+
+
+def _listed(items: Sequence[str], most: int = 5) -> str:
+    """Return up to most items joined, then how many more there are."""
+    more = f" and {len(items) - most} more" if len(items) > most else ""
+    return ", ".join(items[:most]) + more
+
+
+def _elsewhere_notes(
+    not_replaced: Sequence[str], feeds_away: Sequence[str], title_skips: Sequence[str]
+) -> list[str]:
+    """Say what an import left as it was: vaulted sessions, and titles used here."""
+    out = []
+    if not_replaced:
+        out.append(
+            f"{len(not_replaced)} session(s) are in this profile's vault and were not replaced "
+            f"(`hermes vault return ID` first to replace one): {_listed(not_replaced)}"
+        )
+    if feeds_away:
+        out.append(
+            f"{len(feeds_away)} change-feed record(s) are for sessions in this profile's vault; "
+            "their messages were not added (`hermes vault return ID`, then import again, adds "
+            f"any the vault copy lacks): {_listed(feeds_away)}"
+        )
+    if title_skips:
+        out.append(
+            f"{len(title_skips)} session(s) were not imported because another session here has "
+            f"their title (--on-title-clash rename imports them numbered): {_listed(title_skips)}"
+        )
+    return out

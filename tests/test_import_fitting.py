@@ -155,9 +155,11 @@ def test_a_session_whose_ids_are_partly_taken_is_renumbered_as_a_whole(
     assert [r[0] for r in moved] == sorted(r[0] for r in moved)
     assert [r[0] for r in _rows(other, "taken")] == [1, 2]  # the target's own are untouched
     assert (result.kept_ids, result.renumbered) == (2, 4)
-    assert "4 message(s) got new ids (theirs were taken in this store); 2 kept their ids" in (
-        result.warnings
-    )
+    assert (
+        "4 message(s) got new ids, above every id this profile's stores and the file use (a "
+        "message keeps its id only when it is above every id the profile has used); 2 kept "
+        "their ids"
+    ) in result.warnings
 
 
 @pytest.mark.parametrize(
@@ -184,7 +186,9 @@ def test_messages_without_usable_ids_import_with_fresh_ids_in_file_order(
     assert (result.imported, result.errors) == (1, [])
     assert (result.kept_ids, result.renumbered) == (0, 0)
     stored = _rows(other, "odd")
-    assert [r[0] for r in stored] == [2, 3, 4]
+    # Fresh ids come after the store's (1) and every id the file names, in file order.
+    high = max([1, *(i for i in ids if type(i) is int)])
+    assert [r[0] for r in stored] == [high + 1, high + 2, high + 3]
     assert [r[3] for r in stored] == ["odd #0", "odd #1", "odd #2"]
 
 
@@ -532,8 +536,9 @@ def test_cli_import_warns_when_messages_were_renumbered(hermes_home: Path, tmp_p
     assert result.exit_code == 0, result.stderr
     assert "kept its id" not in result.stdout
     assert (
-        "Warning: 3 message(s) got new ids (theirs were taken in this store); 0 kept their ids"
-        in result.stderr.splitlines()
+        "Warning: 3 message(s) got new ids, above every id this profile's stores and the file "
+        "use (a message keeps its id only when it is above every id the profile has used); 0 "
+        "kept their ids" in result.stderr.splitlines()
     )
 
 

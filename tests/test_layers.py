@@ -51,6 +51,7 @@ LAYERS: list[set[str]] = [
         "auto_maintenance",
         "import_target",
     },
+    {"import_ids"},
     {
         "messages",
         "ledger",
@@ -72,7 +73,7 @@ LAYERS: list[set[str]] = [
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
     {"profile_stores"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
-    {"vault_search", "restore"},
+    {"vault_search", "restore", "vault_import"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import statistics
 import time
@@ -358,6 +359,91 @@ def test_export_under_load_loses_nothing_and_reports_its_slowdown(
             f"(> {AGENT_WRITE_CEILING_S}s; the agents alone, without a command, waited up to "
             f"{quiet.max_s:.3f}s)"
         )
+    assert not problems, f"{len(problems)} problem(s); figures: {line}\n" + "\n".join(problems)
+
+
+# --- the change feed beside a live agent ----------------------------------------------------------
+
+FEED_SECONDS = float(os.environ.get("HERMES_LIVE_FEED_SECONDS", "20"))
+FEED_MARK = re.compile(r"Highest message id: (\d+) \(next run: --after-id (\d+)\)")
+
+
+def _feed_batch(home: Path, follower: Path, after: int, out: Path) -> tuple[list[Run], int]:
+    """Export the feed above AFTER to OUT and import it into the follower; return the runs
+    and the feed's mark (the next AFTER)."""
+    feed = run_hermes(
+        home, "sessions", "export", "--after-id", str(after), "-o", str(out), timeout=60
+    )
+    m = FEED_MARK.search(feed.stderr)
+    if feed.rc != 0 or m is None:
+        return [feed], after
+    taken = run_hermes(follower, "sessions", "import", str(out), timeout=60)
+    return [feed, taken], int(m.group(1))
+
+
+@pytest.mark.parametrize("release", _releases([r.key for r in RELEASES]), indirect=True)
+def test_change_feed_beside_two_agent_writers_has_every_message_exactly_once(
+    release: Release,
+    built: Path,
+    scratch: Path,
+    record_property: Callable[[str, object], None],
+) -> None:
+    baseline = take_baseline(built)
+    _expect_journal(release, baseline)
+    follower = scratch / "follower"
+    follower.mkdir()
+    runs, batches = [], []
+    first, after = _feed_batch(built, follower, 0, scratch / "feed-0.jsonl")
+    runs += first
+    batches.append(scratch / "feed-0.jsonl")
+    with live_agents(release, built, writers=WRITERS, rate=RATE, max_seconds=120) as agents:
+        agents.wait_for_acks(20)
+        deadline = time.time() + FEED_SECONDS
+        while time.time() < deadline:
+            out = scratch / f"feed-{len(batches)}.jsonl"
+            done, after = _feed_batch(built, follower, after, out)
+            runs += done
+            batches.append(out)
+    # The writers have stopped: one more feed takes the rest.
+    out = scratch / f"feed-{len(batches)}.jsonl"
+    done, after = _feed_batch(built, follower, after, out)
+    runs += done
+    batches.append(out)
+    writes = agents.writes()
+    exported: Counter[int] = Counter()
+    for path in batches:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            exported.update(m["id"] for m in json.loads(line)["messages"])
+    acked = [w.id for w in writes if w.is_ack]
+    missed = sorted(i for i in acked if i is not None and exported[i] == 0)
+    twice = sorted(i for i, n in exported.items() if n > 1)
+    source = check_after(built, writes, baseline)
+    copied = check_acks(follower / "state.db", writes)
+    # A session the agent created and never wrote to has no message for a feed to carry.
+    empty = len(copied.sessions_missing)
+    copied.sessions_missing = []
+    figures = {
+        "test": "change_feed",
+        "release": release.key,
+        "journal_mode": baseline.journal_mode,
+        "feed_batches": len(batches),
+        "exported_messages": sum(exported.values()),
+        "acked": len(acked),
+        "feed_missed": len(missed),
+        "feed_twice": len(twice),
+        "follower": _bad(copied) | {"created_sessions_without_messages": empty},
+        "agents": agents.stats(),
+        "after": source.figures(),
+    }
+    line = _report(record_property, figures)
+    problems = _run_problems(runs) + agents.problems() + source.problems()
+    if missed:
+        problems.append(f"{len(missed)} acked message(s) in no feed batch: {missed[:20]}")
+    if twice:
+        problems.append(f"{len(twice)} message(s) in two feed batches: {twice[:20]}")
+    problems += [f"follower: {p}" for p in copied.problems()]
+    if len(batches) < 5:
+        problems.append(f"only {len(batches)} feed batches ran beside the writers")
     assert not problems, f"{len(problems)} problem(s); figures: {line}\n" + "\n".join(problems)
 
 
