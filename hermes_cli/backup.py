@@ -108,6 +108,7 @@ def backup(
                 f"`hermes backup {ctx.invoked_subcommand}`"
             )
         return
+    from hermes_cli import waiting
     from hermes_state import backup as lib
     from hermes_state.home import get_hermes_home
 
@@ -120,6 +121,7 @@ def backup(
             all_profiles=all_profiles,
             compress=compress,
             vault=not no_vault,
+            waiting=waiting.current(),
         )
     if as_json:
         render.emit_json(result.to_dict())

@@ -41,7 +41,6 @@ LAYERS: list[set[str]] = [
     {"snapshot", "diagnosis", "usage_report"},
     {
         "sessions",
-        "backup",
         "recover_source",
         "repair",
         "compression_state",
@@ -70,6 +69,7 @@ LAYERS: list[set[str]] = [
     },
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
+    {"backup"},
     {"vault_search", "restore"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
