@@ -62,6 +62,7 @@ from hermes_state.connection import (
     read_only_uri,
     refuse_write_protected,
     resolve_store_path,
+    roll_back_own_journal,
     secure_store_files,
 )
 from hermes_state.errors import (
@@ -559,6 +560,10 @@ def _prepare_archive(
         holders = _holders(db_dests)
         if holders and not force:
             raise StoreBusyError(f"Another process has the store open: {holders}")
+        for info in members:
+            if is_vault_name(info.filename) and os.path.lexists(dests[info.filename]):
+                # A killed move's journal in a vault store (ours): the plan reads it as it was.
+                roll_back_own_journal(dests[info.filename])
         current = {
             i.filename: _current(dests[i.filename], _is_store(i.filename))
             for i in members

@@ -298,3 +298,20 @@ def test_a_hot_journal_the_reader_cannot_roll_back_names_the_vault_journal(
     with vault.open_vault(path, read_only=True) as store:  # the vault's own opener rolls back
         assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 9
     _rolled_back(path, committed)
+
+
+def test_restore_reads_a_vault_store_with_a_hot_journal_as_it_was_committed() -> None:
+    import json
+
+    _build()
+    assert child("vault", "move", "--older-than", "90d", "--yes").returncode == 0
+    made = child("backup", "--json")
+    assert made.returncode == 0, made.stderr
+    path = _vault_store()
+    _leave_hot_journal(path)
+    done = child("restore", json.loads(made.stdout)["archive"], "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    [change] = [c for c in json.loads(done.stdout)["plan"]["databases"] if "vault/" in c["name"]]
+    assert change["before_problem"] is None
+    assert change["before"]["sessions"] == 3 and change["before"]["messages"] == 9
+    assert {sid for sid, _c in _committed(path)} == {"a", "a2", "b"}
