@@ -765,14 +765,17 @@ def show(
     """Print the transcript of one session (read-only); long ones go through the pager.
 
     A session the live store does not have is shown from the vault, marked with its year
-    (`[vault 2025]`; "vault": "2025" in machine formats, null for live sessions).
+    (`[vault 2025]`; "vault": "2025" in machine formats, null for live sessions). A session the
+    agent resumed after it was vaulted is one conversation: its vaulted history first, then the
+    live part, each message marked with where it is.
     """
     from hermes_cli import pager, stores, vault
     from hermes_state import messages, redact as redaction, sessions as lib
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
     # A session the live store lacks is looked up in the vault (marked with its year).
-    with stores.read_store() as live, vault.session_store(live, session) as (store, sid, year):
+    with stores.read_store() as live, vault.session_parts(live, session) as (sid, parts):
+        store, year = parts[-1]
         row = lib.require_session(store, sid)
         if redact:
             row = redaction.redact_session(row)
@@ -786,10 +789,18 @@ def show(
                 + f"; see it with: hermes sessions show {later}",
                 err=True,
             )
-        counts = lib.message_counts(store, [sid])[sid]
+        each = [lib.message_counts(part, [sid])[sid] for part, _year in parts]
+        counts = each[-1]._replace(
+            live=sum(c.live for c in each), stored=sum(c.stored for c in each)
+        )
         row["message_count"], row["stored_message_count"] = counts.live, counts.stored
+        older = [y for _part, y in parts[:-1]]
         rows: Iterable[dict[str, Any]] = _visible(
-            messages.iter_messages(store, sid, include_inactive=True),
+            (
+                {**m, "vault": part_year}
+                for part, part_year in parts
+                for m in messages.iter_messages(part, sid, include_inactive=True)
+            ),
             include_all=include_all,
             roles=role,
         )
@@ -810,7 +821,9 @@ def show(
             skipped = seen - len(rows)
         if settings.machine:
             head = {**records.session(row, stores.profile_name()), "vault": year}
-            shaped = ({**m, "vault": year} for m in records.messages(rows, sid))
+            if older:
+                head["vault_parts"] = older
+            shaped = ({**records.message(m, sid), "vault": m.get("vault")} for m in rows)
             if settings.format is output.Format.json:
                 output.emit_json_stream(head, "messages", shaped)
             else:
@@ -819,6 +832,13 @@ def show(
         with pager.paging(settings):
             if year is not None:
                 render.echo(f"[vault {year}] this session is in vault/{year}.db (read-only)")
+            for part, part_year in parts[:-1]:
+                n = lib.message_counts(part, [sid])[sid].stored
+                render.echo(
+                    f"[vault {part_year}] resumed: its first {n} message(s) are in"
+                    f" vault/{part_year}.db (read-only), shown before the live ones; the agent"
+                    f" sees only the live part (`hermes vault return {sid}` joins them)"
+                )
             session_views.session_header(row, counts, include_all=include_all)
             render.echo()
             shown = session_views.transcript(rows, reasoning=reasoning, skipped=skipped)
@@ -984,21 +1004,15 @@ def export(
 
 
 def _split_refs(store: Any, refs: list[str]) -> tuple[list[str], list[str]]:
-    """Resolve session refs to (live ids, vaulted ids); one found in neither raises."""
+    """Resolve session refs across the profile's stores to (live ids, vault-only ids)."""
     from hermes_cli import waiting
-    from hermes_state import sessions as lib, vault
-    from hermes_state.errors import SessionNotFoundError
+    from hermes_state import profile_stores
 
     live: list[str] = []
     vaulted: list[str] = []
     for ref in refs:
-        try:
-            live.append(lib.find_session_exact(store, ref))
-        except SessionNotFoundError:
-            found = vault.locate(store.path.parent, ref, store, waiting.current())
-            if found is None:
-                raise
-            vaulted.append(found[2])
+        found = profile_stores.locate(store, store.path.parent, ref, waiting.current())
+        (live if found.live else vaulted).append(found.session_id)
     return live, vaulted
 
 

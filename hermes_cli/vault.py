@@ -128,8 +128,19 @@ def move(
         render.warn(f"{len(result.changed)} session(s) changed while moving and stayed live")
     if result.finished:
         render.echo(f"Finished {result.finished} session(s) an interrupted run had left.")
+    _resumed_note(result.resumed)
     if optimized is not None:
         store_views.optimize_result(optimized)
+
+
+def _resumed_note(resumed: Any) -> None:
+    """Say which sessions stay live because the agent resumed them after they were vaulted."""
+    if resumed:
+        render.echo(
+            f"  kept: {len(resumed)} session(s) the agent resumed after they were vaulted (first:"
+            f" {resumed[0]}); `hermes vault return {resumed[0]}` joins its two parts, then it"
+            " can move"
+        )
 
 
 def _plan_view(plan: Any) -> None:
@@ -156,13 +167,22 @@ def _plan_view(plan: Any) -> None:
     examples=["hermes vault return 20250114_101500_ab12cd", "hermes vault return ID1 ID2 --json"],
 )
 def return_(
-    ids: Annotated[list[str], typer.Argument(metavar="ID...", help="Vaulted session ids.")],
+    ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="ID...",
+            help="Vaulted sessions: an id, a unique id prefix or an exact title each.",
+        ),
+    ],
     as_json: JsonFlag = False,
 ) -> None:
     """Bring vaulted sessions back into the live store, each with its whole group.
 
     Session ids, message ids and uids are kept; a message id the live store has given to another
     message meanwhile gets a new id (the count is reported). The agent sees them again at once.
+    A session the agent resumed after it was vaulted (one conversation in two stores) is joined:
+    its vaulted history goes into the live session. A session already live is left as it is,
+    so running a finished return again does nothing and exits 0.
     """
     from hermes_cli import stores
     from hermes_state import vault
@@ -172,9 +192,20 @@ def return_(
     if as_json:
         render.emit_json(result.to_dict())
         return
-    render.echo(
-        f"Returned {result.sessions} session(s) ({result.messages} messages) to the live store."
-    )
+    if result.sessions or not result.already_live:
+        render.echo(
+            f"Returned {result.sessions} session(s) ({result.messages} messages) to the live store."
+        )
+    if result.joined:
+        render.echo(
+            f"  joined {len(result.joined)} session(s) the agent had resumed: their vaulted"
+            f" history is in the live session now ({', '.join(result.joined)})"
+        )
+    if result.already_live:
+        render.echo(
+            f"Nothing left to return for {len(result.already_live)} session(s): already in the"
+            f" live store ({', '.join(result.already_live)})."
+        )
     if result.with_group:
         render.echo(f"  with their group: {', '.join(result.with_group)}")
     if result.renumbered:
@@ -231,6 +262,17 @@ def list_(as_json: JsonFlag = False) -> None:
         Column("PATH", shrink_to=10),
     ]
     render.table(columns, rows)
+    for i in infos:
+        if i.hidden:
+            render.echo(
+                f"{i.year}.db: {i.hidden} session(s) hidden: the live store has them too, every"
+                " message (an interrupted move or return; `hermes vault move` finishes it)"
+            )
+        if i.resumed:
+            render.echo(
+                f"{i.year}.db: {i.resumed} session(s) the agent resumed: read with their live"
+                " part; `hermes vault return ID` joins them"
+            )
 
 
 @command(app, "check", examples=["hermes vault check", "hermes vault check --json"])
@@ -260,25 +302,33 @@ def check(as_json: JsonFlag = False) -> None:
 
 
 @contextlib.contextmanager
+def session_parts(live: Any, ref: str) -> Iterator[tuple[str, list[tuple[Any, str | None]]]]:
+    """Yield (session id, its parts) of the session a reader asked for, named as every command
+    names one across the profile's stores: each part is (store, vault year or None for live),
+    oldest first — a session the agent resumed after it was vaulted has a vault part and a live
+    part. Vault stores are opened read-only for the block."""
+    from hermes_cli import waiting
+    from hermes_state import profile_stores, vault
+
+    found = profile_stores.locate(live, live.path.parent, ref, waiting.current())
+    opened: list[tuple[Any, str | None]] = []
+    try:
+        for year in found.vault:
+            path = vault.vault_dir(live.path.parent) / f"{year}.db"
+            opened.append((vault.open_vault(path, read_only=True, waiting=waiting.current()), year))
+        if found.live:
+            yield found.session_id, [*opened, (live, None)]
+        else:
+            yield found.session_id, opened[-1:]
+    finally:
+        for store, _year in opened:
+            store.close()
+
+
+@contextlib.contextmanager
 def session_store(live: Any, ref: str) -> Iterator[tuple[Any, str, str | None]]:
     """Yield (store, session id, vault year or None) of the session a reader asked for: the
-    live store's when it has it, else the vault store holding it (opened read-only)."""
-    from hermes_cli import waiting
-    from hermes_state import sessions as lib, vault
-    from hermes_state.errors import SessionNotFoundError
-
-    try:
-        sid = lib.find_session_exact(live, ref)
-    except SessionNotFoundError:
-        found = vault.locate(live.path.parent, ref, live, waiting.current())
-        if found is None:
-            raise
-    else:
-        yield live, sid, None
-        return
-    year, path, sid = found
-    store = vault.open_vault(path, read_only=True, waiting=waiting.current())
-    try:
+    live store's when it has it, else the newest vault store holding it (opened read-only)."""
+    with session_parts(live, ref) as (sid, parts):
+        store, year = parts[-1]
         yield store, sid, year
-    finally:
-        store.close()

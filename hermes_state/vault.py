@@ -12,7 +12,6 @@ completes one a SIGKILL interrupted.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import re
@@ -21,21 +20,19 @@ import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hermes_state import bulkload, cjk, fts, guard, meta
+from hermes_state import bulkload, cjk, fts, guard, meta, vault_twins
 from hermes_state.connection import (
     NO_WAITING,
     Store,
     Waiting,
     create_bare_store,
-    open_store,
     read_only_uri,
 )
-from hermes_state.errors import HermesStateError, SessionNotFoundError, StoreNotFoundError
+from hermes_state.errors import HermesStateError, SessionNotFoundError
 from hermes_state.home import ensure_private_dir
 from hermes_state.ledger import busy_message, open_work_in
 from hermes_state.maintenance import (
@@ -50,8 +47,16 @@ from hermes_state.model_config import DELEGATE_MARKER, marker_sql
 from hermes_state.recover_source import DERIVED_META_KEYS, shadow_of
 from hermes_state.sql import chunks, marks, quote
 
-VAULT_DIR = "vault"
-STORE_NAME = re.compile(r"^(\d{4})\.db$")
+# The vault's public names, kept here too (explicit re-exports).
+from hermes_state.vault_stores import (
+    STORE_NAME as STORE_NAME,
+    VAULT_DIR as VAULT_DIR,
+    open_vault as open_vault,
+    vault_dir as vault_dir,
+    vault_paths as vault_paths,
+    year_of as year_of,
+)
+
 # Session data copied with a group, parents first (foreign keys point from later to earlier).
 COPIED_TABLES = ("sessions", "messages", "session_model_usage")
 PROMPTS_TABLE = "system_prompts"
@@ -111,32 +116,6 @@ def _step(name: str) -> None:
             time.sleep(0.02)
 
 
-# --- where the vault is -------------------------------------------------------------------
-
-
-def vault_dir(home: Path) -> Path:
-    """Return the profile's vault directory."""
-    return Path(home) / VAULT_DIR
-
-
-def vault_paths(home: Path) -> list[tuple[str, Path]]:
-    """Return (year, path) of every vault store of the profile, oldest year first."""
-    where = vault_dir(home)
-    if not where.is_dir():
-        return []
-    found = []
-    for path in where.iterdir():
-        m = STORE_NAME.match(path.name)
-        if m and path.is_file():
-            found.append((m.group(1), path))
-    return sorted(found)
-
-
-def year_of(ts: float) -> str:
-    """Return the UTC calendar year of an epoch time, as a vault store is named."""
-    return f"{datetime.fromtimestamp(float(ts), UTC).year:04d}"
-
-
 # --- fingerprints -------------------------------------------------------------------------
 
 
@@ -157,7 +136,11 @@ class _Digest:
 
 
 def _register(conn: sqlite3.Connection) -> None:
-    conn.create_aggregate("hermes_vault_digest", -1, _Digest)  # type: ignore[arg-type]
+    try:
+        conn.create_aggregate("hermes_vault_digest", -1, _Digest)  # type: ignore[arg-type]
+    except sqlite3.OperationalError:
+        # Already there: SQLite refuses to replace a function while a statement is pending.
+        conn.execute("SELECT hermes_vault_digest(1)").fetchone()
 
 
 Fingerprint = tuple[int, str, str]  # (messages, their digest, the session row's digest)
@@ -258,6 +241,13 @@ def _mismatched(
                 batch,
             )
         )
+    if out:
+        # A copy may hold a message under another id (a taken id was renumbered): compare those
+        # sessions again by every value but the id, uid and content included.
+        again = sorted(out)
+        mine = _fingerprints(conn, a, again, msg_cols, session_cols, with_ids=False)
+        theirs = _fingerprints(conn, b, again, msg_cols, session_cols, with_ids=False)
+        out = {s for s in again if s not in mine or mine.get(s) != theirs.get(s)}
     return out
 
 
@@ -517,16 +507,6 @@ def create_vault_store(live: Store, path: Path) -> None:
         os.fsync(fd)  # the rename itself survives a crash
     finally:
         os.close(fd)
-
-
-def open_vault(path: Path, *, waiting: Waiting = NO_WAITING, read_only: bool = False) -> Store:
-    """Open one vault store (for edits in the edit role: never migrated)."""
-    if not path.exists():
-        raise StoreNotFoundError(f"No vault store at {path}")
-    from hermes_state.connection import roll_back_own_journal
-
-    roll_back_own_journal(path, waiting)  # a killed move's journal: a reader must not fail on it
-    return open_store(path, read_only=read_only, role="edit", create=False, waiting=waiting)
 
 
 def _column_def(row: sqlite3.Row | tuple[Any, ...]) -> str | None:
@@ -883,6 +863,7 @@ class MoveResult:
     changed: tuple[str, ...] = ()  # kept: changed while being moved
     finished: int = 0  # sessions of an interrupted move or return completed first
     title_clashes: int = 0  # vaulted titles renamed (another vaulted session had it)
+    resumed: tuple[str, ...] = ()  # kept: the agent resumed it; `vault return` joins it first
     duration_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -892,6 +873,7 @@ class MoveResult:
         out["busy"] = [dict(b) for b in self.busy]
         out["in_use"] = list(self.in_use)
         out["changed"] = list(self.changed)
+        out["resumed"] = list(self.resumed)
         out["duration_s"] = round(self.duration_s, 3)
         return out
 
@@ -1018,22 +1000,53 @@ def _vault_for(live: Store, home: Path, year: str, opened: dict[str, Store]) -> 
     return opened[year]
 
 
-def _drop_stale(live: Store, home: Path, keep: set[str]) -> int:
-    """Delete vault copies of sessions the live store still has, except those in keep.
+def _drop_held_copies(vault: Store, live_path: Path, ids: Sequence[str]) -> tuple[int, list[str]]:
+    """Delete the vault copies of these sessions whose every message the live store holds;
+    return (sessions dropped, sessions kept because the vault holds history live lacks).
+
+    Checked inside the vault's delete transaction against the live store attached: no copy
+    whose content is not in the live store is ever deleted (a resumed session keeps its part).
+    """
+    if not ids:
+        return 0, []
+    with _attached(vault, live_path, "live"):
+
+        def drop(conn: sqlite3.Connection) -> tuple[int, list[str]]:
+            lacking = vault_twins.unmatched_in(conn, "main", "live", ids)
+            held = [s for s in ids if s not in lacking]
+            present = {
+                r[0]
+                for batch in chunks(held)
+                for r in conn.execute(
+                    f"SELECT id FROM live.sessions WHERE id IN ({marks(len(batch))})", batch
+                )
+            }
+            gone = [s for s in held if s in present]
+            return _delete_copies(conn, "main", gone), sorted(lacking)
+
+        result: tuple[int, list[str]] = vault.write(drop)
+        return result
+
+
+def _drop_stale(live: Store, home: Path) -> tuple[int, dict[str, str]]:
+    """Delete vault copies of sessions the live store still has, where the copy is stale.
 
     Such a copy is what a killed move left before its live delete (or a killed return after
-    its live copy): the live session is the visible one, so the copy goes.
+    its live copy): the live session is the visible one, so the copy goes. A copy holding
+    history the live store lacks is a session the agent resumed: it stays (returned: id ->
+    year), and that session does not move until ``vault return`` joins its parts.
     """
     dropped = 0
-    for _year, path in vault_paths(home):
+    resumed: dict[str, str] = {}
+    for year, path in vault_paths(home):
         vault = open_vault(path, waiting=live.waiting)
         try:
-            stale = [s for s in _in_both(live, vault) if s not in keep]
-            if stale:
-                dropped += vault.write(functools.partial(_delete_copies, schema="main", ids=stale))
+            n, kept = _drop_held_copies(vault, live.path, _in_both(live, vault))
+            dropped += n
+            resumed.update((sid, year) for sid in kept)
         finally:
             vault.close()
-    return dropped
+    return dropped, resumed
 
 
 def move_sessions(
@@ -1090,7 +1103,15 @@ def _move_locked(
     progress: Callable[[int, int], None] | None,
     result: Callable[..., MoveResult],
 ) -> MoveResult:
-    finished = _drop_stale(live, home, set(plan.session_ids))
+    finished, resumed = _drop_stale(live, home)
+    if resumed:
+        # One conversation in two stores: it moves only once `vault return` has joined it.
+        plan = replace(
+            plan,
+            groups=[g for g in plan.groups if resumed.keys().isdisjoint(g.ids)],
+            held_back=plan.held_back
+            + sum(1 for g in plan.groups if not resumed.keys().isdisjoint(g.ids)),
+        )
     opened: dict[str, Store] = {}
     moved: list[str] = []
     changed: list[str] = []
@@ -1124,6 +1145,7 @@ def _move_locked(
         changed=tuple(changed),
         finished=finished,
         title_clashes=clashes,
+        resumed=tuple(sorted(resumed)),
     )
 
 
@@ -1143,6 +1165,13 @@ def _move_round(
         ses_cols = _common(vault.conn, "sessions", "live", "main")
 
         def copy(conn: sqlite3.Connection) -> int:
+            lacking = vault_twins.unmatched_in(conn, "main", "live", ids)
+            if lacking:
+                raise VaultError(
+                    f"{len(lacking)} session(s) due to move hold history in {vault.path.name}"
+                    f" that the live store lacks (first: {min(lacking)}); nothing was moved",
+                    hint="`hermes vault return ID` joins a resumed session's parts first.",
+                )
             _delete_copies(conn, "main", ids)  # an earlier, interrupted copy: made again
             clash = _title_clashes(conn, "live", "main", ids)
             deferred = _defer_indexing(conn)
@@ -1241,33 +1270,15 @@ class ReturnResult:
     title_clashes: int
     finished: int  # sessions an interrupted move or return had left in both places
     not_found: tuple[str, ...] = ()
+    joined: tuple[str, ...] = ()  # resumed by the agent: the vault part joined the live one
+    already_live: tuple[str, ...] = ()  # asked for, but only the live store has them
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as plain JSON-ready data."""
         out = asdict(self)
-        for key in ("session_ids", "with_group", "not_found"):
+        for key in ("session_ids", "with_group", "not_found", "joined", "already_live"):
             out[key] = list(out[key])
         return out
-
-
-def _locate(home: Path, ids: Sequence[str], waiting: Waiting) -> dict[str, tuple[str, Path]]:
-    """Find which vault store holds each id (exact ids or unique prefixes)."""
-    found: dict[str, tuple[str, Path]] = {}
-    for _year, path in vault_paths(home):
-        store = open_vault(path, read_only=True, waiting=waiting)
-        try:
-            for ref in ids:
-                rows = store.conn.execute(
-                    "SELECT id FROM sessions WHERE id = ? OR id LIKE ? ESCAPE '\\' LIMIT 2",
-                    (ref, ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"),
-                ).fetchall()
-                exact = [r[0] for r in rows if r[0] == ref]
-                pick = exact or ([rows[0][0]] if len(rows) == 1 else [])
-                if pick and ref not in found:
-                    found[ref] = (pick[0], path)
-        finally:
-            store.close()
-    return found
 
 
 @dataclass
@@ -1278,10 +1289,161 @@ class _Returned:
     renumbered: int
     clashes: int
     finished: int
+    joined: list[str]
+
+
+# Session counters a joined session adds up from its two parts.
+_SUMMED = (
+    "tool_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "api_call_count",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+)
+_USAGE_SUMMED = (
+    "api_call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "estimated_cost_usd",
+    "actual_cost_usd",
+)
+_USAGE_KEY = ("session_id", "model", "billing_provider", "billing_base_url", "billing_mode", "task")
+
+
+def _copy_messages(conn: sqlite3.Connection, src: str, dst: str, ids: Sequence[int]) -> int:
+    """Copy these messages (by id) from src to dst, keeping each id dst has free; return how
+    many got a new id (caller's transaction)."""
+    if not ids:
+        return 0
+    mcols = _common(conn, "messages", src, dst)
+    written = _insert_written(conn, dst, mcols)
+    taken = [
+        int(r[0])
+        for r in conn.execute(
+            f"SELECT id FROM {dst}.messages WHERE id IN (SELECT value FROM json_each(?))",
+            (_json_ints(ids),),
+        )
+    ]
+    free = sorted(set(ids) - set(taken))
+    names = ", ".join(map(quote, mcols))
+    conn.execute(
+        f"INSERT INTO {dst}.messages ({names}) SELECT {names} FROM {src}.messages"
+        " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+        (_json_ints(free),),
+    )
+    pairs: list[tuple[int, int]] = []
+    if taken:
+        rest = ", ".join(quote(c) for c in mcols if c != "id")
+        top = conn.execute(f"SELECT coalesce(max(id), 0) FROM {dst}.messages").fetchone()[0]
+        conn.execute(
+            f"INSERT INTO {dst}.messages ({rest}) SELECT {rest} FROM {src}.messages"
+            " WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (_json_ints(taken),),
+        )
+        new_ids = [
+            r[0]
+            for r in conn.execute(f"SELECT id FROM {dst}.messages WHERE id > ? ORDER BY id", (top,))
+        ]
+        pairs = list(zip(sorted(taken), new_ids, strict=True))
+    for col in map(quote, written):
+        theirs = f"(SELECT s.{col} FROM {src}.messages s WHERE s.id = messages.id)"
+        conn.execute(
+            f"UPDATE {dst}.messages SET {col} = {theirs} WHERE id IN"
+            f" (SELECT value FROM json_each(?)) AND {col} IS NOT {theirs}",
+            (_json_ints(free),),
+        )
+        for old, new in pairs:
+            conn.execute(
+                f"UPDATE {dst}.messages SET {col} = (SELECT {col} FROM {src}.messages"
+                " WHERE id = ?) WHERE id = ?",
+                (old, new),
+            )
+    return len(taken)
+
+
+def _join(conn: sqlite3.Connection, src: str, dst: str, sid: str) -> tuple[int, int]:
+    """Join a resumed session's part in src into its part in dst: the messages dst lacks, the
+    counters added up, the earlier start, a title if dst has none; return (messages copied,
+    of those renumbered). Caller's transaction."""
+    ids = vault_twins.unmatched_ids(conn, src, dst, sid)
+    renumbered = _copy_messages(conn, src, dst, ids)
+    cols = set(_common(conn, "sessions", src, dst))
+    other = f"(SELECT o.{{c}} FROM {src}.sessions o WHERE o.id = :sid)"
+    sets = [
+        f"{quote(c)} = CASE WHEN {quote(c)} IS NULL AND {other.format(c=quote(c))} IS NULL"
+        f" THEN NULL ELSE coalesce({quote(c)}, 0) + coalesce({other.format(c=quote(c))}, 0) END"
+        for c in _SUMMED
+        if c in cols
+    ]
+    if "message_count" in cols:
+        sets.append("message_count = coalesce(message_count, 0) + :copied")
+    if "started_at" in cols:
+        sets.append(
+            f"started_at = min(started_at, coalesce({other.format(c='started_at')}, started_at))"
+        )
+    if "title" in cols:
+        theirs = other.format(c="title")
+        sets.append(
+            f"title = CASE WHEN title IS NULL AND NOT EXISTS (SELECT 1 FROM {dst}.sessions t"
+            f" WHERE t.title = {theirs}) THEN {theirs} ELSE title END"
+        )
+    if "parent_session_id" in cols:
+        up = other.format(c="parent_session_id")
+        sets.append(
+            f"parent_session_id = coalesce(parent_session_id, (SELECT p.id FROM {dst}.sessions p"
+            f" WHERE p.id = {up} AND p.id <> :sid))"
+        )
+    if sets:
+        conn.execute(
+            f"UPDATE {dst}.sessions SET {', '.join(sets)} WHERE id = :sid",
+            {"sid": sid, "copied": len(ids)},
+        )
+    if _has(conn, src, "session_model_usage") and _has(conn, dst, "session_model_usage"):
+        _join_usage(conn, src, dst, sid)
+    return len(ids), renumbered
+
+
+def _join_usage(conn: sqlite3.Connection, src: str, dst: str, sid: str) -> None:
+    """Add a session part's per-model usage rows to the other part's (caller's transaction)."""
+    cols = _common(conn, "session_model_usage", src, dst)
+    key = [c for c in _USAGE_KEY if c in cols]
+    same = " AND ".join(f"d.{quote(c)} IS s.{quote(c)}" for c in key)
+    sums = [c for c in _USAGE_SUMMED if c in cols]
+    if sums:
+        sets = ", ".join(
+            f"{quote(c)} = {quote(c)} + (SELECT s.{quote(c)} FROM {src}.session_model_usage s"
+            f" WHERE {same.replace('d.', f'{dst}.session_model_usage.')})"
+            for c in sums
+        )
+        conn.execute(
+            f"UPDATE {dst}.session_model_usage SET {sets} WHERE session_id = ? AND EXISTS"
+            f" (SELECT 1 FROM {src}.session_model_usage s"
+            f" WHERE {same.replace('d.', f'{dst}.session_model_usage.')})",
+            (sid,),
+        )
+    names = ", ".join(map(quote, cols))
+    conn.execute(
+        f"INSERT INTO {dst}.session_model_usage ({names}) SELECT {names}"
+        f" FROM {src}.session_model_usage s WHERE s.session_id = ? AND NOT EXISTS"
+        f" (SELECT 1 FROM {dst}.session_model_usage d WHERE {same})",
+        (sid,),
+    )
 
 
 def _return_from(live: Store, path: Path, asked: set[str]) -> _Returned:
-    """Return the groups of the asked sessions from one vault store."""
+    """Return the groups of the asked sessions from one vault store.
+
+    A session the live store has too is either a stale copy (every vault message is live:
+    dropped) or one the agent resumed (joined: the vault part's messages and counters go into
+    the live session). The vault copy is deleted only after the live store holds all of it.
+    """
     vault = open_vault(path, waiting=live.waiting)
     try:
         groups = session_groups(vault.conn)
@@ -1297,22 +1459,20 @@ def _return_from(live: Store, path: Path, asked: set[str]) -> _Returned:
                 theirs = _fingerprints(conn, "vault", which, msg_cols, ses_cols, with_ids=False)
                 return [s for s in which if mine.get(s) != theirs.get(s)]
 
-            def copy(conn: sqlite3.Connection) -> tuple[int, int, int]:
-                differ = same(conn, both)
-                if differ:
-                    raise VaultError(
-                        f"session {differ[0]} is in the live store and in {path.name} with "
-                        "different content; nothing was returned",
-                        hint="The live copy is the one the agent sees; `hermes vault move` "
-                        "files it again once it may move.",
-                    )
+            def copy(conn: sqlite3.Connection) -> tuple[int, int, int, list[str]]:
+                resumed = sorted(vault_twins.unmatched_in(conn, "vault", "main", both))
+                renumbered = 0
+                for sid in resumed:
+                    renumbered += _join(conn, "vault", "main", sid)[1]
                 clash = _title_clashes(conn, "vault", "main", fresh)
-                n = _copy_rows(conn, "vault", "main", fresh)
-                return n, sum(_message_counts(conn, "vault", ids).values()), clash
+                renumbered += _copy_rows(conn, "vault", "main", fresh)
+                if resumed and meta.get(conn, cjk.HIGH_WATER_KEY) is not None:
+                    cjk.catch_up(conn)
+                return renumbered, sum(_message_counts(conn, "vault", ids).values()), clash, resumed
 
-            renumbered, count, clashes = live.write(copy)
+            renumbered, count, clashes, joined = live.write(copy)
             with live.snapshot() as conn:
-                wrong = same(conn, ids)
+                wrong = same(conn, fresh)
         if wrong:
             raise VaultVerifyError(
                 f"the returned copy of {wrong[0]} does not match its vault rows; the vault "
@@ -1320,10 +1480,22 @@ def _return_from(live: Store, path: Path, asked: set[str]) -> _Returned:
                 hint="`hermes vault check` reports the state; the live copy is the visible one.",
             )
         _step("returned")
-        vault.write(lambda c: _delete_copies(c, "main", ids))
+        _dropped, kept = _drop_held_copies(vault, live.path, ids)
+        if kept:
+            raise VaultVerifyError(
+                f"the live store lacks messages of {kept[0]} that {path.name} holds; the vault"
+                " copy was kept",
+                hint="Run `hermes vault return` again; `hermes vault check` reports the state.",
+            )
         _step("unvaulted")
         return _Returned(
-            ids, [s for s in ids if s not in asked], count, renumbered, clashes, len(both)
+            ids,
+            [s for s in ids if s not in asked],
+            count,
+            renumbered,
+            clashes,
+            len(both) - len(joined),
+            joined,
         )
     finally:
         vault.close()
@@ -1332,34 +1504,51 @@ def _return_from(live: Store, path: Path, asked: set[str]) -> _Returned:
 def return_sessions(live: Store, home: Path, refs: Sequence[str]) -> ReturnResult:
     """Bring vaulted sessions (each with its whole group) back into the live store.
 
-    Session ids, message ids and uids are kept; a message id the live store has given to
-    another message meanwhile gets a new one (counted). A session already in both places (an
-    interrupted move or return) is checked equal and its vault copy dropped.
+    A session is named as every command names one (id, unique prefix across the profile's
+    stores, exact title). Session ids, message ids and uids are kept; a message id the live
+    store has given to another message meanwhile gets a new one (counted). A session already
+    in both places is an interrupted move or return (its vault copy is dropped) or one the
+    agent resumed (its two parts are joined). A session only the live store has is reported
+    as already there, not as an error: a return run again after it finished is a no-op.
     """
-    where = _locate(home, refs, live.waiting)
-    missing = [r for r in refs if r not in where]
-    if missing and not where:
+    from hermes_state import profile_stores
+
+    by_path: dict[Path, set[str]] = {}
+    already: list[str] = []
+    missing: list[str] = []
+    paths = dict(vault_paths(home))
+    for ref in refs:
+        try:
+            found = profile_stores.locate(live, home, ref, live.waiting)
+        except SessionNotFoundError:
+            missing.append(ref)
+            continue
+        years = (*found.vault, *found.stale)
+        if not years:
+            already.append(found.session_id)
+        for year in years:
+            by_path.setdefault(paths[year], set()).add(found.session_id)
+    if missing and not by_path and not already:
         raise SessionNotFoundError(
             f"no vaulted session {missing[0]!r}",
             hint="`hermes vault list` shows the vault; `hermes sessions search` finds sessions.",
         )
-    by_path: dict[Path, set[str]] = {}
-    for sid, path in where.values():
-        by_path.setdefault(path, set()).add(sid)
     with vault_lock(home):
-        parts = [_return_from(live, path, asked) for path, asked in by_path.items()]
+        parts = [_return_from(live, path, asked) for path, asked in sorted(by_path.items())]
     messages = sum(p.messages for p in parts)
     renumbered = sum(p.renumbered for p in parts)
     return ReturnResult(
-        sessions=sum(len(p.ids) for p in parts),
+        sessions=len({s for p in parts for s in p.ids}),
         messages=messages,
-        session_ids=tuple(s for p in parts for s in p.ids),
-        with_group=tuple(s for p in parts for s in p.extra),
+        session_ids=tuple(dict.fromkeys(s for p in parts for s in p.ids)),
+        with_group=tuple(dict.fromkeys(s for p in parts for s in p.extra)),
         kept_ids=messages - renumbered,
         renumbered=renumbered,
         title_clashes=sum(p.clashes for p in parts),
         finished=sum(p.finished for p in parts),
         not_found=tuple(missing),
+        joined=tuple(dict.fromkeys(s for p in parts for s in p.joined)),
+        already_live=tuple(dict.fromkeys(already)),
     )
 
 
@@ -1377,26 +1566,30 @@ class VaultStoreInfo:
     bytes: int
     first_started: float | None
     last_active: float | None
-    hidden: int = 0  # sessions the live store has too (invisible here until finished)
+    hidden: int = 0  # stale copies of sessions the live store has (invisible here)
+    resumed: int = 0  # sessions the agent resumed: their history here is read with the live part
 
     def to_dict(self) -> dict[str, Any]:
         """Return the store's figures as plain JSON-ready data."""
         return asdict(self)
 
 
-def _live_ids(live: Store | None, ids: Sequence[str]) -> set[str]:
-    """Return which of these session ids the live store has."""
-    if live is None:
-        return set()
+def _held(store: Store, ids: Sequence[str]) -> set[str]:
+    """Return which of these session ids the store has."""
     out: set[str] = set()
     for batch in chunks(ids):
         out.update(
             r[0]
-            for r in live.conn.execute(
+            for r in store.conn.execute(
                 f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))})", batch
             )
         )
     return out
+
+
+def _live_ids(live: Store | None, ids: Sequence[str]) -> set[str]:
+    """Return which of these session ids the live store has."""
+    return set() if live is None else _held(live, ids)
 
 
 def live_ids(live: Store | None, ids: Sequence[str]) -> set[str]:
@@ -1418,7 +1611,10 @@ def list_vault(
                 first, last = conn.execute(
                     f"SELECT MIN(s.started_at), MAX({last_activity_sql(conn)}) FROM sessions s"
                 ).fetchone()
-            hidden = len(_live_ids(live, ids))
+                twins = _live_ids(live, ids)
+                resumed = (
+                    len(vault_twins.unmatched(live.conn, conn, twins)) if live and twins else 0
+                )
         finally:
             store.close()
         out.append(
@@ -1430,7 +1626,8 @@ def list_vault(
                 bytes=os.stat(path).st_size,
                 first_started=first,
                 last_active=last,
-                hidden=hidden,
+                hidden=len(twins) - resumed,
+                resumed=resumed,
             )
         )
     return out
@@ -1498,12 +1695,14 @@ def check_vault(home: Path, live: Store | None, waiting: Waiting = NO_WAITING) -
                 {"name": "search_indexes", "ok": not bad, "detail": "; ".join(bad) or "ok"}
             )
             ids = [r[0] for r in conn.execute("SELECT id FROM sessions")]
+            twins = sorted(_live_ids(live, ids))
+            resumed = sorted(vault_twins.unmatched(live.conn, conn, twins)) if live else []
         finally:
             store.close()
         twice = [s for s in ids if s in seen]
         for sid in ids:
             seen.setdefault(sid, year)
-        in_live = sorted(_live_ids(live, ids))
+        in_live = [s for s in twins if s not in resumed]
         checks.append(
             {
                 "name": "once",
@@ -1517,10 +1716,24 @@ def check_vault(home: Path, live: Store | None, waiting: Waiting = NO_WAITING) -
             {
                 "name": "absent_from_live",
                 "ok": not in_live,
-                "detail": f"{len(in_live)} also in the live store (first: {in_live[0]}): an "
-                "interrupted move or return; re-run it to finish"
+                "detail": f"{len(in_live)} also in the live store (first: {in_live[0]}), every"
+                " message of the copy there too: an interrupted move or return; re-run it to"
+                " finish"
                 if in_live
                 else "ok",
+            }
+        )
+        checks.append(
+            {
+                # Not a fault: one conversation in two stores, read as one (ok either way).
+                "name": "resumed",
+                "ok": True,
+                "detail": f"{len(resumed)} vaulted session(s) the agent resumed (first:"
+                f" {resumed[0]}): their history here is read with the live part;"
+                f" `hermes vault return {resumed[0]}` joins them"
+                if resumed
+                else "none",
+                "sessions": resumed,
             }
         )
         ok = all(c["ok"] for c in checks)
@@ -1543,22 +1756,54 @@ def _fts_problem(conn: sqlite3.Connection, table: str) -> str | None:
 def locate(
     home: Path, ref: str, live: Store | None, waiting: Waiting = NO_WAITING
 ) -> tuple[str, Path, str] | None:
-    """Find a vaulted session a reader can see by id, unique id prefix or exact title: return
-    (year, store path, session id), newest year first; None when no vault store has it."""
-    from hermes_state.sessions import find_session_exact
+    """Find a session only the vault holds, named as every command names one (see
+    :func:`hermes_state.profile_stores.locate`): return (year, store path, session id), the
+    newest year holding it; None when the live store has it (it is read there)."""
+    from hermes_state import profile_stores
 
-    for year, path in reversed(vault_paths(home)):
-        store = open_vault(path, read_only=True, waiting=waiting)
-        try:
-            try:
-                sid = find_session_exact(store, ref)
-            except SessionNotFoundError:
-                continue
-        finally:
-            store.close()
-        if sid not in _live_ids(live, [sid]):
-            return year, path, sid
-    return None
+    found = profile_stores.locate(live, home, ref, waiting)
+    if found.year is None:
+        return None
+    return found.year, vault_dir(home) / f"{found.year}.db", found.session_id
+
+
+def _joined_record(record: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Return a resumed session's live export record with its vault parts joined in: every
+    message in id order, counters added up, the earliest start."""
+    import heapq
+
+    from hermes_state.portability import USAGE_KEY
+
+    out = dict(record)
+    older = [list(p.get("messages") or ()) for p in parts]
+    out["messages"] = heapq.merge(
+        *older, record.get("messages") or (), key=lambda m: int(m.get("id") or 0)
+    )
+    for part in parts:
+        for col in ("message_count", *_SUMMED):
+            if part.get(col) is not None:
+                out[col] = (out.get(col) or 0) + part[col]
+        if part.get("started_at") is not None:
+            out["started_at"] = min(
+                float(out.get("started_at") or part["started_at"]), part["started_at"]
+            )
+        if out.get("title") is None and part.get("title") is not None:
+            out["title"] = part["title"]
+        usage: dict[tuple[Any, ...], dict[str, Any]] = {
+            tuple(u.get(k) for k in _USAGE_KEY): dict(u) for u in out.get(USAGE_KEY) or ()
+        }
+        for u in part.get(USAGE_KEY) or ():
+            key = tuple(u.get(k) for k in _USAGE_KEY)
+            if key in usage:
+                for col in _USAGE_SUMMED:
+                    if u.get(col) is not None:
+                        usage[key][col] = (usage[key].get(col) or 0) + u[col]
+            else:
+                usage[key] = dict(u)
+        if usage:
+            out[USAGE_KEY] = list(usage.values())
+    out["vault_parts"] = [p.get("vault") for p in parts]
+    return out
 
 
 def export_spanning(
@@ -1569,20 +1814,49 @@ def export_spanning(
     **filters: Any,
 ) -> Iterator[dict[str, Any]]:
     """Yield the live export records and the vault's (same filters; ``session_ids`` then names
-    vaulted ones), each marked ``"vault"``: its year, or None for live; oldest first."""
+    vaulted ones), each marked ``"vault"``: its year, or None for live; oldest first.
+
+    A session the agent resumed after it was vaulted is one record: its live record with the
+    vault part joined in (``"vault_parts"`` names the years); a stale copy is left out.
+    """
     import heapq
 
+    from hermes_state import profile_stores
     from hermes_state.portability import export_all
+
+    home = live.path.parent
+    resumed = profile_stores.resumed_sessions(live, home, live.waiting)
+    paths = dict(vault_paths(home))
+
+    def part_records(sid: str) -> list[dict[str, Any]]:
+        parts = []
+        for year in resumed[sid]:
+            store = open_vault(paths[year], read_only=True, waiting=live.waiting)
+            try:
+                for record in export_all(store, session_ids=[sid]):
+                    record["messages"] = list(record.get("messages") or ())
+                    record["vault"] = year
+                    parts.append(record)
+            finally:
+                store.close()
+        return parts
 
     def marked(it: Iterator[dict[str, Any]], year: str | None) -> Iterator[dict[str, Any]]:
         for record in it:
             record["vault"] = year
-            yield record
+            sid = str(record.get("id"))
+            yield _joined_record(record, part_records(sid)) if sid in resumed else record
 
     def from_store(year: str, path: Path) -> Iterator[dict[str, Any]]:
         store = open_vault(path, read_only=True, waiting=live.waiting)
         try:
-            for record in export_all(store, session_ids=session_ids, **filters):
+            named = session_ids
+            if named is not None:  # only those this store holds (another year has the rest)
+                here = _held(store, named)
+                named = [s for s in named if s in here]
+                if not named:
+                    return
+            for record in export_all(store, session_ids=named, **filters):
                 if record.get("id") not in _live_ids(live, [str(record.get("id"))]):
                     record["vault"] = year
                     yield record
@@ -1591,5 +1865,5 @@ def export_spanning(
 
     streams = [marked(records, None)]
     if session_ids is None or session_ids:
-        streams += [from_store(y, p) for y, p in vault_paths(live.path.parent)]
+        streams += [from_store(y, p) for y, p in vault_paths(home)]
     yield from heapq.merge(*streams, key=lambda r: float(r.get("started_at") or 0))

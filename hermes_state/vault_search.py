@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hermes_state import search, vault
+from hermes_state import search, vault, vault_twins
 from hermes_state.connection import Store
 from hermes_state.errors import SortUnavailableError
 from hermes_state.query import Query, parse_query, register_functions, tame_prefixes
@@ -297,18 +297,19 @@ def _hiding(filters: Any, hidden: set[str]) -> Any:
     )
 
 
-def hidden_sessions(live: Store | None, conn: sqlite3.Connection) -> set[str]:
-    """Return the sessions of a vault store (read on conn) that the live store has too."""
+def hidden_sessions(
+    live: Store | None, conn: sqlite3.Connection, *, resumed_too: bool = False
+) -> set[str]:
+    """Return the sessions of a vault store (read on conn) a reader leaves out there: those
+    whose every message the live store has too (a stale copy). A session the agent resumed
+    holds history only the vault has, so its vault part stays visible — unless resumed_too
+    (a listing shows a session once: its live row)."""
     if live is None:
         return set()
-    # One statement on each store, however many sessions the vault store holds.
-    ids = conn.execute("SELECT json_group_array(id) FROM sessions").fetchone()[0]
-    return {
-        r[0]
-        for r in live.conn.execute(
-            "SELECT value FROM json_each(?) WHERE value IN (SELECT id FROM sessions)", (ids,)
-        )
-    }
+    twins = vault_twins.twin_ids(live.conn, conn)
+    if resumed_too or not twins:
+        return twins
+    return twins - set(vault_twins.unmatched(live.conn, conn, twins))
 
 
 def _want(sort: str, need: int, complete: bool) -> int:
@@ -754,7 +755,7 @@ def list_spanning(
                     contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting))
                 )
             conn = stack.enter_context(store.snapshot())
-            hidden = hidden_sessions(live, conn) if year is not None else set()
+            hidden = hidden_sessions(live, conn, resumed_too=True) if year is not None else set()
             rows = list_sessions(
                 store, limit=want + len(hidden), offset=0, order=order, reverse=reverse, **filters
             )

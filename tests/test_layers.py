@@ -32,13 +32,14 @@ LAYERS: list[set[str]] = [
         "values",
         "model_config",
         "transcripts",
+        "vault_twins",
     },
     {"home", "fts", "salvage", "lost_and_found", "lineage", "prune_filters", "sessions_json"},
     {"cjk", "recover_report", "bulkload"},
     {"layout", "query", "store_objects", "recover_expect"},
     {"migrations"},
     {"connection"},
-    {"snapshot", "diagnosis", "usage_report"},
+    {"snapshot", "diagnosis", "usage_report", "vault_stores"},
     {
         "sessions",
         "recover_source",
@@ -57,6 +58,7 @@ LAYERS: list[set[str]] = [
         "recover_target",
         "recover_verify",
         "redact",
+        "profile_stores",
     },
     {
         "compression",

@@ -16,6 +16,8 @@ Prints one JSON line. Commands:
   separated: the session row and every message, inactive ones included) and which sessions its
   search finds for each of QUERIES (comma-separated).
 - ``integrity [DB]``: PRAGMA integrity_check and FTS5 'integrity-check' (of DB if given).
+- ``resume SID N``: what a gateway does when a chat it knows comes back: ``create_session`` with
+  that id, then N ``append_message`` calls; returns the new message ids.
 - ``write ACK STOP SECONDS RATE WRITER``: be a live agent: create sessions, append messages at
   about RATE a second, count tokens, end sessions, until the file STOP exists or SECONDS pass;
   one JSON line per write call to ACK (an append's line only once the call returned).
@@ -317,6 +319,20 @@ def exercise(path: str, tag: str) -> dict:
     return {"steps": steps}
 
 
+def resume(path: str, sid: str, n: str) -> dict:
+    """Resume a chat by id as a gateway does: create_session (a no-op for a known id), append."""
+    db = _db(path)
+    try:
+        db.create_session(sid, "telegram")
+        ids = [
+            db.append_message(sid, "user" if i % 2 == 0 else "assistant", f"resumed axolotl {i}")
+            for i in range(int(n))
+        ]
+    finally:
+        db.close()
+    return {"ids": ids}
+
+
 def open_once(path: str) -> dict:
     """Open and close the store (one start of the agent)."""
     db = _db(path)
@@ -520,6 +536,8 @@ def main() -> None:
         out = exercise(path, rest[0] if rest else "x")
     elif command == "open":
         out = open_once(path)
+    elif command == "resume":
+        out = resume(path, *rest)
     elif command == "integrity":
         out = integrity(rest[0] if rest else path)
     elif command == "read":

@@ -183,3 +183,39 @@ def test_returned_sessions_are_the_releases_again(
     assert not problems, "\n".join(problems)
     searched = _read(release, built, built / "state.db", "rw", ())
     assert {q: set(h) & set(MOVED) for q, h in searched["search"].items()} == QUERIES
+
+
+def test_a_vaulted_chat_the_release_resumes_is_one_conversation_never_lost(
+    built: Path, release: Release, baseline: dict[str, Any]
+) -> None:
+    """The release resumes a vaulted session by id (a new live session with that id); a later
+    move keeps its vaulted history, reads show both parts, and `vault return` joins them into
+    the one session the release then reads whole (issue 39, item 1)."""
+    _age(built)
+    sid = "s_cli_docker"
+    before = _read(release, built, built / "state.db", "ro", (sid,))["messages"][sid]
+    moved = hermes(built, "vault", "move", "--older-than", "300d", "--yes", "--json")
+    _ok(moved)
+    assert sid in json.loads(moved.stdout)["session_ids"]
+    run_probe(release, "resume", built, sid, "3")
+    again = hermes(built, "vault", "move", "--older-than", "100d", "--yes", "--json")
+    _ok(again)
+    result = json.loads(again.stdout)
+    assert sorted(result["session_ids"]) == sorted(OLD) and result["resumed"] == [sid]
+    check = hermes(built, "vault", "check", "--json")
+    _ok(check)
+    shown = hermes(built, "sessions", "show", sid, "--all", "--format", "jsonl")
+    _ok(shown)
+    rows = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert len(rows) == len(before) + 3
+    assert [r["content"] for r in rows[-3:]] == [f"resumed axolotl {i}" for i in range(3)]
+    joined = hermes(built, "vault", "return", sid, "--json")
+    _ok(joined)
+    assert json.loads(joined.stdout)["joined"] == [sid]
+    after = _read(release, built, built / "state.db", "ro", (sid,))["messages"][sid]
+    assert len(after) == len(before) + 3
+    assert [m["content"] for m in after[: len(before)]] == [m["content"] for m in before]
+    assert sid not in {s for p in _vault_files(built) for s in _ids_in(p)}
+    steps = exercise(release, built, "joined")
+    problems = agent_problems(steps, baseline, "joined", deleted_sessions=OLD)
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,220 @@
+"""A vaulted session the agent writes to again is one conversation, never two and never lost;
+a profile's stores answer a session's name by one rule (issue 39, issue 33 item 8)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from clitools import child
+from test_vault import OLD, home, ids, make_session, rows
+
+from hermes_state import vault
+from hermes_state.connection import Store, open_store
+from hermes_state.home import default_db_path
+from hermes_state.messages import append_messages
+from hermes_state.sessions import create_session
+
+YEAR = vault.year_of(OLD)
+
+
+@pytest.fixture
+def live() -> Iterator[Store]:
+    """A live store whose old session 'b' (3 messages) is vaulted, then resumed by the agent:
+    the same id written again, 2 new messages (what the release's create_session and
+    append_message do with a vaulted id)."""
+    store = open_store(default_db_path())
+    make_session(store, "b", title="Old chat")
+    make_session(store, "keep", time.time())
+    assert vault.move_sessions(store, home(), 90).session_ids == ("b",)
+    create_session(store, "b", "telegram")
+    append_messages(
+        store,
+        "b",
+        [{"role": "user", "content": f"back again docker {i}"} for i in range(2)],
+    )
+    yield store
+    store.close()
+
+
+def vault_path() -> str:
+    return str(vault.vault_dir(home()) / f"{YEAR}.db")
+
+
+def contents(path: str, sid: str) -> list[str]:
+    from pathlib import Path
+
+    return [
+        r[0]
+        for r in rows(
+            Path(path), f"SELECT content FROM messages WHERE session_id = '{sid}' ORDER BY id"
+        )
+    ]
+
+
+def test_a_later_move_keeps_a_resumed_sessions_vaulted_history(live: Store) -> None:
+    make_session(live, "e")  # something else due, so the move runs its rounds
+    result = vault.move_sessions(live, home(), 90)
+    assert result.session_ids == ("e",)
+    assert result.resumed == ("b",)
+    assert len(contents(vault_path(), "b")) == 3  # the vaulted history is still there
+    assert "b" in ids(live)
+    assert vault.check_vault(home(), live).ok
+
+
+def test_vault_check_names_a_resumed_session_for_what_it_is(live: Store) -> None:
+    report = vault.check_vault(home(), live)
+    assert report.ok
+    checks = {c["name"]: c for c in report.stores[0]["checks"]}
+    assert checks["absent_from_live"]["detail"] == "ok"
+    assert checks["resumed"]["sessions"] == ["b"]
+    assert "vault return b" in checks["resumed"]["detail"]
+    info = vault.list_vault(home(), live)[0]
+    assert (info.hidden, info.resumed) == (0, 1)
+
+
+def test_show_reads_both_parts_in_order_each_marked() -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "b", title="Old chat")
+        vault.move_sessions(store, home(), 90)
+        create_session(store, "b", "telegram")
+        append_messages(store, "b", [{"role": "user", "content": "back again"}])
+    finally:
+        store.close()
+    done = child("sessions", "show", "b", "--format", "jsonl")
+    assert done.returncode == 0, done.stderr
+    msgs = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [m["vault"] for m in msgs] == [YEAR, YEAR, YEAR, None]
+    assert msgs[-1]["content"] == "back again"
+    text = child("sessions", "show", "b", "--no-pager", "--color", "never")
+    assert text.returncode == 0, text.stderr
+    assert f"[vault {YEAR}] resumed: its first 3 message(s)" in text.stdout
+    assert "Messages: 4" in text.stdout
+
+
+def test_search_finds_the_vaulted_part_of_a_resumed_session(live: Store) -> None:
+    done = child("sessions", "search", "東京", "--format", "jsonl")
+    assert done.returncode == 0, done.stderr
+    hits = [json.loads(line) for line in done.stdout.splitlines()]
+    mine = [h for h in hits if h["session_id"] == "b"]
+    assert len(mine) == 3 and {h["vault"] for h in mine} == {YEAR}
+
+
+def test_return_joins_the_parts_into_one_live_session(live: Store) -> None:
+    before = live.conn.execute("SELECT input_tokens FROM sessions WHERE id = 'b'").fetchone()
+    result = vault.return_sessions(live, home(), ["b"])
+    assert result.joined == ("b",)
+    got = [
+        r[0]
+        for r in live.conn.execute(
+            "SELECT content FROM messages WHERE session_id = 'b' ORDER BY id"
+        )
+    ]
+    assert len(got) == 5 and got[-2:] == ["back again docker 0", "back again docker 1"]
+    assert got[0].startswith("b hello docker")
+    row = live.conn.execute(
+        "SELECT message_count, title, started_at FROM sessions WHERE id = 'b'"
+    ).fetchone()
+    assert row[0] == 5 and row[1] == "Old chat" and row[2] == pytest.approx(OLD)
+    assert before is not None
+    assert contents(vault_path(), "b") == []
+    assert vault.check_vault(home(), live).ok
+
+
+def test_return_run_again_after_it_finished_exits_zero(live: Store) -> None:
+    first = child("vault", "return", "b")
+    assert first.returncode == 0, first.stderr
+    again = child("vault", "return", "b")
+    assert again.returncode == 0, again.stderr
+    assert "Nothing left to return" in again.stdout and "already in the live store" in again.stdout
+
+
+def test_vault_return_takes_an_exact_title() -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "s1", title="Travel plans Osaka")
+        vault.move_sessions(store, home(), 90)
+    finally:
+        store.close()
+    done = child("vault", "return", "Travel plans Osaka")
+    assert done.returncode == 0, done.stderr
+    assert "Returned 1 session(s)" in done.stdout
+
+
+def test_a_prefix_naming_sessions_in_several_stores_is_ambiguous() -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "2025010_a")
+        make_session(store, "2025010_b")
+        vault.move_sessions(store, home(), 90)
+        make_session(store, "2025010_c", time.time())
+    finally:
+        store.close()
+    done = child("sessions", "show", "2025010")
+    assert done.returncode != 0
+    assert f"matches 3 sessions (1 live, 2 in vault {YEAR})" in done.stderr
+    for argv in (("vault", "return", "2025010"), ("sessions", "export", "--session-id", "2025010")):
+        refused = child(*argv)
+        assert refused.returncode != 0 and "matches 3 sessions" in refused.stderr, argv
+
+
+def test_export_names_vaulted_sessions_of_several_years() -> None:
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "y1", OLD)
+        make_session(store, "y2", OLD - 400 * 86400)
+        vault.move_sessions(store, home(), 90)
+    finally:
+        store.close()
+    assert len(vault.vault_paths(home())) == 2
+    for sid in ("y1", "y2"):
+        done = child("sessions", "export", "--session-id", sid, "--format", "jsonl")
+        assert done.returncode == 0, done.stderr
+        records = [json.loads(line) for line in done.stdout.splitlines()]
+        assert [r["id"] for r in records] == [sid]
+
+
+def test_export_of_a_resumed_session_is_one_record_with_every_message(live: Store) -> None:
+    done = child("sessions", "export", "--session-id", "b", "--format", "jsonl")
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["id"] for r in records] == ["b"]
+    assert len(records[0]["messages"]) == 5
+    assert records[0]["vault_parts"] == [YEAR]
+
+
+def test_a_move_verifies_a_copy_whose_ids_were_renumbered() -> None:
+    """A session holding message ids an earlier move freed (an import kept them) moves into
+    the year store that has the originals: its copy is renumbered and verified by content."""
+    store = open_store(default_db_path())
+    try:
+        make_session(store, "x")
+        vault.move_sessions(store, home(), 90)
+        freed = [
+            r[0] for r in rows(__import__("pathlib").Path(vault_path()), "SELECT id FROM messages")
+        ]
+        create_session(store, "y", "cli", started_at=OLD)
+
+        def put(conn: object) -> None:
+            for n, mid in enumerate(freed):
+                conn.execute(  # type: ignore[attr-defined]
+                    "INSERT INTO messages (id, session_id, role, content, timestamp)"
+                    " VALUES (?, 'y', 'user', ?, ?)",
+                    (mid, f"imported {n}", OLD),
+                )
+            conn.execute(  # type: ignore[attr-defined]
+                "UPDATE sessions SET ended_at = ?, end_reason = 'user_exit',"
+                " last_activity_at = ? WHERE id = 'y'",
+                (OLD, OLD),
+            )
+
+        store.write(put)
+        result = vault.move_sessions(store, home(), 90)
+        assert result.session_ids == ("y",)
+        assert contents(vault_path(), "y") == ["imported 0", "imported 1", "imported 2"]
+        assert vault.check_vault(home(), store).ok
+    finally:
+        store.close()
