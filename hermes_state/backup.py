@@ -1184,7 +1184,11 @@ def session_set_problems(manifest: dict[str, Any], staged: Staged) -> list[str]:
     found: dict[str, set[str]] = {}
     for name, path in staged.paths.items():
         if is_store_name(name) or is_vault_name(name):
-            found.setdefault(profile_store_of(name), set()).update(session_ids_in(path))
+            try:
+                ids = session_ids_in(path)
+            except sqlite3.Error as exc:
+                return [f"{name}: its sessions cannot be read ({exc})"]
+            found.setdefault(profile_store_of(name), set()).update(ids)
     problems = []
     for key, entry in sorted(recorded.items()):
         ids = found.get(key, set())
