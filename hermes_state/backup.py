@@ -901,7 +901,9 @@ def create_backup(
                 "vault": result.vault,
                 # Each profile's sessions over its archived stores (live, and vault with
                 # vault): restore and verify refuse an archive whose stores lost one.
-                "session_ids": {k: session_set_entry(v) for k, v in sessions.items() if v},
+                "session_ids": {
+                    k: session_set_entry(v) for k, v in sessions.items() if v is not None
+                },
                 "members": {
                     m.name: {"size": m.size, "sha256": m.sha256, "kind": m.kind}
                     for m in result.members
