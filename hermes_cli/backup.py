@@ -85,9 +85,14 @@ def backup(
     The vault stores (vault/<YYYY>.db, sessions `hermes vault move` took out of the store) are
     archived the same way and listed in the manifest with their counts, unless --no-vault.
 
+    While it copies the stores it holds the vault lock, so no `hermes vault move` or `return`
+    runs between their copies (a running one is waited for). A store or vault another process
+    keeps locked is waited for up to --wait SECONDS (default 20), saying who holds it.
+
     Exits 1 when the store cannot be read (no archive is written) and when any other file
     could not be archived or a database is damaged (the archive is written, marked
-    incomplete, and no older archive is removed). `hermes backup list` shows the archives.
+    incomplete, and no older archive is removed); 75 when a lock outlasted the wait (no
+    archive is written). `hermes backup list` shows the archives.
     """
     if ctx.invoked_subcommand is not None:
         given = [
@@ -108,6 +113,7 @@ def backup(
                 f"`hermes backup {ctx.invoked_subcommand}`"
             )
         return
+    from hermes_cli import waiting
     from hermes_state import backup as lib
     from hermes_state.home import get_hermes_home
 
@@ -120,6 +126,7 @@ def backup(
             all_profiles=all_profiles,
             compress=compress,
             vault=not no_vault,
+            waiting=waiting.current(),
         )
     if as_json:
         render.emit_json(result.to_dict())

@@ -36,8 +36,10 @@ def _notice(path: Path, waited: float) -> None:
 
     who = write_holders_text(path) or "another process"
     limit = f"for up to {_patience:g}s" if _patience is not None else "for it"
+    # The vault's lock file (hermes_state.vault): held by a running move or return.
+    what = "the vault" if path.name == ".lock" and path.parent.name == "vault" else path.name
     render.echo(
-        f"Waiting {limit}: {path.name} is locked by {who} (waited {waited:.1f}s so far; "
+        f"Waiting {limit}: {what} is locked by {who} (waited {waited:.1f}s so far; "
         "--no-wait gives up at once, --wait SECONDS sets the limit).",
         err=True,
     )

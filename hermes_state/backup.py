@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -30,9 +30,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hermes_state import layout, schema, store_objects
-from hermes_state.connection import access_error, resolve_store_path
+from hermes_state.connection import (
+    NO_WAITING,
+    Waiting,
+    access_error,
+    read_only_uri,
+    resolve_store_path,
+    roll_back_own_journal,
+)
 from hermes_state.diagnosis import integrity_lines
-from hermes_state.errors import HermesStateError, OutputDirectoryError
+from hermes_state.errors import HermesStateError, OutputDirectoryError, StoreLockedError
 from hermes_state.home import STORE_FILE, make_output_dir, profile_name_of
 from hermes_state.snapshot import sqlite_snapshot
 from hermes_state.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
@@ -67,6 +74,19 @@ MANIFEST_FORMAT = 2
 VAULT_DIR = "vault"
 VAULT_MEMBER_RE = re.compile(r"^(?:profiles/[^/]+/)?vault/\d{4}\.db$")
 VAULT_TEMP_RE = re.compile(r"^\.\d{4}\.db\.new-\d+$")
+# How long a backup waits, without --wait, for another process's lock on a store and for a
+# running `hermes vault move` or `return` (as long as an edit waits for the store).
+PATIENCE_S = 20.0
+NOT_WRITTEN = "; no archive was written"
+LOCKED_HINT = (
+    "Another process holds it (see who with: hermes db lockowners). Retry when it is done, or "
+    "wait longer with --wait SECONDS; nothing was written and no older archive was removed."
+)
+LOST_SESSIONS_HINT = (
+    "The archive does not hold every session its manifest lists (made while sessions moved "
+    "between the store and the vault, or changed since): restore another archive (see "
+    "`hermes backup list`). Nothing was changed."
+)
 
 
 class BackupError(HermesStateError):
@@ -313,6 +333,45 @@ def _describe_snapshot(path: Path) -> dict[str, Any]:
         return {"schema_version": None, "tables": {}, "quick_check": f"unreadable: {exc}"}
     finally:
         conn.close()
+
+
+def profile_store_of(name: str) -> str:
+    """Return the archive name of the live store whose profile a store member belongs to
+    (vault/2025.db -> state.db, profiles/x/vault/2025.db -> profiles/x/state.db)."""
+    if is_vault_name(name):
+        return name[: name.rindex(VAULT_DIR + "/")] + STORE_FILE
+    return name
+
+
+def session_ids_in(path: Path) -> set[str]:
+    """Return the session ids of a snapshot or staged store (not a live file: read immutable)."""
+    conn = sqlite3.connect(read_only_uri(path) + "&immutable=1", uri=True)
+    try:
+        return {str(r[0]) for r in conn.execute("SELECT id FROM sessions")}
+    finally:
+        conn.close()
+
+
+def session_set_entry(ids: set[str]) -> dict[str, Any]:
+    """Return the manifest's record of a profile's sessions: how many, and a digest of the ids."""
+    digest = hashlib.sha256(json.dumps(sorted(ids), ensure_ascii=False).encode()).hexdigest()
+    return {"count": len(ids), "sha256": digest}
+
+
+def _describe_store(path: Path, store: bool) -> tuple[dict[str, Any], set[str] | None]:
+    """Describe a snapshot, and for a store also return its session ids (None: unreadable)."""
+    described = _describe_snapshot(path)
+    if not store:
+        return described, None
+    try:
+        return described, session_ids_in(path)
+    except sqlite3.Error:
+        return described, None
+
+
+def _profile_homes(base: Path, all_profiles: bool) -> list[Path]:
+    """Return the profile homes an archive of base covers (the root, and each profile)."""
+    return [path.parent for path, _rel in _store_paths(base, all_profiles)]
 
 
 def _add_file(
@@ -667,6 +726,51 @@ def _check_stores(base: Path, all_profiles: bool) -> list[tuple[Path, str]]:
     return present
 
 
+@contextlib.contextmanager
+def _vault_locks(base: Path, all_profiles: bool, waiting: Waiting) -> Iterator[Callable[[], None]]:
+    """Hold the vault lock of every profile the archive covers while its stores are copied;
+    yield the check to call once they are.
+
+    A running move or return is waited for (with the patience). A profile without a vault
+    directory has no lock to take, and none is created: a move makes the directory before
+    anything moves, so the check fails the backup when one appeared meanwhile.
+    """
+    from hermes_state.vault import vault_dir, vault_lock_waiting
+
+    homes = _profile_homes(base, all_profiles)
+    absent = [h for h in homes if not vault_dir(h).is_dir()]
+    patience = waiting.limit(PATIENCE_S)
+    with contextlib.ExitStack() as stack:
+        for h in homes:
+            if h not in absent:
+                stack.enter_context(vault_lock_waiting(h, patience, waiting, NOT_WRITTEN))
+
+        def check() -> None:
+            started = [h for h in absent if vault_dir(h).exists()]
+            if started:
+                raise StoreLockedError(
+                    f"a `hermes vault move` started in {started[0]} while the backup copied "
+                    f"its store, so the archive could miss what it moved{NOT_WRITTEN}",
+                    hint="Retry when the move has finished.",
+                )
+
+        yield check
+
+
+@contextlib.contextmanager
+def _no_check() -> Iterator[Callable[[], None]]:
+    """Stand in for _vault_locks when the vault is left out (nothing to hold or check)."""
+    yield lambda: None
+
+
+def _snapshot(source: Path, name: str, snap: Path, waiting: Waiting) -> None:
+    """Take SQLite's snapshot of one database; a vault store's hot journal (a killed move's)
+    is rolled back first, the store being ours."""
+    if is_vault_name(name):
+        roll_back_own_journal(source, waiting, PATIENCE_S)
+    sqlite_snapshot(source, snap, timeout=PATIENCE_S, waiting=waiting)
+
+
 def create_backup(
     home: str | os.PathLike[str],
     output: str | os.PathLike[str] | None = None,
@@ -675,13 +779,18 @@ def create_backup(
     all_profiles: bool = False,
     compress: bool = False,
     vault: bool = True,
+    waiting: Waiting = NO_WAITING,
 ) -> BackupResult:
     """Archive the profile home (or the root with every profile) into a zip with a manifest.
 
     keep: how many archives of this home (the new one included) to keep in the output folder;
     0 or None keeps them all. Nothing is rotated away when the backup is incomplete.
     compress: deflate every member (fastest level) instead of storing it.
-    vault: archive each profile's vault stores (vault/<YYYY>.db) as the store is archived.
+    vault: archive each profile's vault stores (vault/<YYYY>.db) as the store is archived,
+    holding each profile's vault lock meanwhile, so no move or return runs between the
+    snapshots: the archive is one consistent picture of every store. The manifest records each
+    profile's sessions (count and digest of the ids) for restore and verify to check.
+    waiting: how long (PATIENCE_S without --wait) every lock is waited for, and who is told.
     """
     started = time.monotonic()
     home = Path(home).expanduser().absolute()
@@ -700,7 +809,10 @@ def create_backup(
     result.cleaned = remove_stale_work_dirs(archive.parent, (BACKUP_WORK_PREFIX,))
     result.cleaned += remove_old_partials(archive.parent)
     notes: list[str] = []
-    with make_work_dir(archive.parent, BACKUP_WORK_PREFIX) as work:
+    with (
+        make_work_dir(archive.parent, BACKUP_WORK_PREFIX) as work,
+        _vault_locks(base, all_profiles, waiting) if vault else _no_check() as vault_check,
+    ):
         partial = work.path / "archive.partial"
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with (
@@ -710,13 +822,24 @@ def create_backup(
             ThreadPoolExecutor(max_workers=1) as checker,
         ):
             walked = _walk(base, skip_profiles=not all_profiles, notes=notes, vault=vault)
+            sessions: dict[str, set[str] | None] = {}  # live store name -> its profile's ids
             for source, name in walked:
                 if is_sqlite_name(name):
                     kind = "sqlite"
                     snap = work.path / f"{len(result.members)}.db"
+                    store = is_store_name(name) or is_vault_name(name)
                     try:
                         mode = os.stat(source).st_mode
-                        sqlite_snapshot(source, snap)
+                        _snapshot(source, name, snap, waiting)
+                    except StoreLockedError as exc:
+                        if store:
+                            raise StoreLockedError(
+                                f"Cannot back up {name}: {exc.message}{NOT_WRITTEN}",
+                                hint=LOCKED_HINT,
+                            ) from exc
+                        result.warnings.append(f"{name}: could not be read ({exc.message})")
+                        result.skipped.append(name)
+                        continue
                     except (sqlite3.Error, OSError) as exc:
                         # The vault holds sessions the store no longer has: as vital as it.
                         if is_store_name(name) or is_vault_name(name):
@@ -726,12 +849,19 @@ def create_backup(
                         continue
                     # The damage check reads the snapshot on its own thread while it is
                     # archived (both mostly wait on SQLite, zlib and I/O, which release the GIL).
-                    checking = checker.submit(_describe_snapshot, snap)
+                    checking = checker.submit(_describe_store, snap, store)
                     try:
                         size, digest = _add_file(zf, snap, name, mode, hasher, compress)
                     finally:
-                        described = checking.result()
+                        described, ids = checking.result()
                     result.databases[name] = described
+                    if store:
+                        key = profile_store_of(name)
+                        known = sessions.setdefault(key, set())
+                        if ids is None or known is None:
+                            sessions[key] = None  # unreadable: nothing to record for it
+                        else:
+                            known |= ids
                     if is_vault_name(name):
                         tables = described["tables"]
                         result.vault[name] = {
@@ -756,6 +886,7 @@ def create_backup(
                         continue
                 result.members.append(Member(name, size, digest, kind))
                 result.bytes_in += size
+            vault_check()  # before anything is published
             manifest = {
                 "format": MANIFEST_FORMAT,
                 "created_at": created,
@@ -768,6 +899,11 @@ def create_backup(
                 "databases": result.databases,
                 "vault_included": vault,
                 "vault": result.vault,
+                # Each profile's sessions over its archived stores (live, and vault with
+                # vault): restore and verify refuse an archive whose stores lost one.
+                "session_ids": {
+                    k: session_set_entry(v) for k, v in sessions.items() if v is not None
+                },
                 "members": {
                     m.name: {"size": m.size, "sha256": m.sha256, "kind": m.kind}
                     for m in result.members
@@ -980,6 +1116,7 @@ class Staged:
     paths: dict[str, Path] = field(default_factory=dict)
     facts: dict[str, DatabaseFacts] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    sessions_lost: bool = False  # the stores do not hold every session the manifest lists
 
 
 def member_is_database(name: str) -> bool:
@@ -1030,7 +1167,48 @@ def stage_members(
             facts = check_database(dest, store=is_store_name(name) or is_vault_name(name))
             out.facts[name] = facts
             out.problems += [f"{name}: {p}" for p in facts.problems]
+    if not out.problems:
+        lost = session_set_problems(manifest, out)
+        out.problems += lost
+        out.sessions_lost = bool(lost)
     return out
+
+
+def session_set_problems(manifest: dict[str, Any], staged: Staged) -> list[str]:
+    """Compare each profile's sessions over the staged stores (live and vault) with the set the
+    manifest recorded at backup time; return what differs (empty: every one is there).
+
+    Archives of releases before the record carry none: there is nothing to compare with.
+    """
+    recorded = manifest.get("session_ids")
+    if not isinstance(recorded, dict):
+        return []
+    found: dict[str, set[str]] = {}
+    for name, path in staged.paths.items():
+        if is_store_name(name) or is_vault_name(name):
+            try:
+                ids = session_ids_in(path)
+            except sqlite3.Error as exc:
+                return [f"{name}: its sessions cannot be read ({exc})"]
+            found.setdefault(profile_store_of(name), set()).update(ids)
+    problems = []
+    for key, entry in sorted(recorded.items()):
+        ids = found.get(key, set())
+        count = entry.get("count") if isinstance(entry, dict) else None
+        if isinstance(entry, dict) and session_set_entry(ids) == entry:
+            continue
+        whose = "" if key == STORE_FILE else f" of {PurePosixPath(key).parent}"
+        if isinstance(count, int) and len(ids) < count:
+            problems.append(
+                f"the stores{whose} (live and vault) hold {len(ids)} of the {count} sessions "
+                f"the manifest lists: {count - len(ids)} or more are in no store of the archive"
+            )
+        else:
+            problems.append(
+                f"the stores{whose} (live and vault) hold {len(ids)} sessions, not the ones "
+                f"the manifest lists ({count!r})"
+            )
+    return problems
 
 
 def verify_backup(archive: str | os.PathLike[str]) -> VerifyResult:

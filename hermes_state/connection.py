@@ -314,6 +314,38 @@ def roll_back_hot_journal(path: Path) -> None:
         conn.close()
 
 
+def roll_back_own_journal(
+    path: Path, waiting: Waiting = NO_WAITING, patience: float = READ_BUSY_TIMEOUT_S
+) -> None:
+    """Roll back the hot journal a killed writer left in a store this tool owns (a vault store).
+
+    A read-only open refuses a store with a hot journal; a short writable open rolls it back at
+    its first read, so the store reads as its last commit. Only for our own stores: the agent's
+    state.db is left to its own next writer. Nothing happens without a non-empty -journal. A
+    journal another process is still writing is not hot: the read then only sees committed
+    data. A store locked past the patience raises StoreLockedError; a rollback this user
+    cannot make (a directory it cannot write) is left for the read-only open to report.
+    """
+    try:
+        if os.stat(companion(path, "-journal")).st_size == 0:
+            return
+    except OSError:
+        return
+    guard.check_store_path(path)
+    limit = waiting.limit(patience)
+
+    def roll_back() -> None:
+        conn = sqlite3.connect(path, timeout=min(BUSY_TIMEOUT_S, limit), isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+
+    # Damage or a read-only place: the open that follows reports it as such.
+    with contextlib.suppress(sqlite3.Error):
+        retry_locked(path, roll_back, waiting, patience, "; its journal was not rolled back")
+
+
 def remove_made_sidecars(path: Path) -> None:
     """Remove the empty -wal and the -shm a read-only open made, if no other process has them.
 

@@ -171,6 +171,30 @@ class HotJournalError(StoreAccessError):
     )
 
 
+def hot_journal_hint(path: object) -> str:
+    """Say which journal a killed writer left beside the store at path, and what rolls it back."""
+    import os
+    import re
+
+    text = os.fspath(path) if isinstance(path, str | os.PathLike) else str(path)
+    journal = os.path.basename(text) + "-journal"
+    folder = os.path.basename(os.path.dirname(text))
+    if folder == "vault" and re.fullmatch(r"\d{4}\.db", os.path.basename(text)):
+        # A vault store is ours: any hermes command that opens it rolls the journal back,
+        # when it may write in the vault directory.
+        return (
+            f"A process stopped in the middle of a write and left vault/{journal} behind. "
+            "Any hermes command that reads the vault rolls it back (for example `hermes vault "
+            "list`) when run as the user who owns the vault directory; this one could not "
+            "write there. Do not delete the journal: that would leave the store damaged."
+        )
+    return (
+        f"A process stopped in the middle of a write and left {journal} behind. The next "
+        "writer rolls it back (start Hermes, or run a write command such as `hermes sessions "
+        "pin`), then retry. Do not delete the journal: that would leave the store damaged."
+    )
+
+
 class OutputDirectoryError(HermesStateError):
     """An output path whose parent directories do not exist (created: the last one at most)."""
 
@@ -230,7 +254,8 @@ def translate_sqlite_error(
     if code == SQLITE_READONLY_ROLLBACK:
         return HotJournalError(
             f"{path} has an unfinished transaction (a hot rollback journal) that a read-only "
-            "open cannot roll back"
+            "open cannot roll back",
+            hint=hot_journal_hint(path),
         )
     if code == SQLITE_READONLY_DIRECTORY:
         return StoreAccessError(

@@ -924,9 +924,63 @@ def vault_lock(home: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise VaultError(
-                "another `hermes vault move` or `return` is running on this profile",
+                "another `hermes vault move` or `return` (or a `hermes backup` of the vault) "
+                "is running on this profile",
                 hint="Wait for it to finish, then run this again.",
             ) from exc
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def vault_lock_waiting(
+    home: Path, patience: float, waiting: Waiting = NO_WAITING, not_done: str = ""
+) -> Iterator[None]:
+    """Hold the vault lock of a profile whose vault directory exists, waiting up to patience
+    seconds for a running move or return to let go of it (told once through waiting).
+
+    A reader's lock (backup): StoreLockedError when the patience runs out, ``not_done`` ending
+    its message. A vault this user cannot write has no lock file to take and no move running.
+    """
+    import fcntl
+
+    from hermes_state.connection import WAIT_NOTICE_S
+    from hermes_state.errors import StoreLockedError
+    from hermes_state.lockowners import write_holders_text
+
+    lock = vault_dir(home) / ".lock"
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:  # a read-only vault directory
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)  # flock needs no write
+        except OSError:
+            yield  # no lock file and none can be made here: no move or return can run
+            return
+    try:
+        started = time.monotonic()
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - started
+                if waited >= patience:
+                    who = write_holders_text(lock)
+                    raise StoreLockedError(
+                        f"a `hermes vault move` or `return` kept the vault of {home} locked "
+                        f"for {waited:.1f}s (patience {patience:g}s)"
+                        + (f" (held by {who})" if who else "")
+                        + not_done,
+                        hint="Let the move or return finish, then retry (--wait SECONDS "
+                        "waits longer).",
+                    ) from None
+                if not told and waited >= WAIT_NOTICE_S:
+                    told = True
+                    waiting.tell(lock, waited)
+                time.sleep(min(0.05, patience - waited))
         yield
     finally:
         os.close(fd)

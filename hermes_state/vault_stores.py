@@ -10,7 +10,13 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_state.connection import NO_WAITING, Store, Waiting, open_store
+from hermes_state.connection import (
+    NO_WAITING,
+    Store,
+    Waiting,
+    open_store,
+    roll_back_own_journal,
+)
 from hermes_state.errors import StoreNotFoundError
 
 VAULT_DIR = "vault"
@@ -44,4 +50,5 @@ def open_vault(path: Path, *, waiting: Waiting = NO_WAITING, read_only: bool = F
     """Open one vault store (for edits in the edit role: never migrated)."""
     if not path.exists():
         raise StoreNotFoundError(f"No vault store at {path}")
+    roll_back_own_journal(path, waiting)  # a killed move's journal: a reader must not fail on it
     return open_store(path, read_only=read_only, role="edit", create=False, waiting=waiting)

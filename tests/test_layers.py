@@ -42,7 +42,6 @@ LAYERS: list[set[str]] = [
     {"snapshot", "diagnosis", "usage_report", "vault_stores"},
     {
         "sessions",
-        "backup",
         "recover_source",
         "repair",
         "compression_state",
@@ -73,6 +72,7 @@ LAYERS: list[set[str]] = [
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
     {"profile_stores"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
+    {"backup"},
     {"vault_search", "restore", "vault_import"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -159,3 +161,157 @@ def test_a_second_move_at_once_is_refused(tmp_path: Path) -> None:
     proc.communicate(timeout=60)
     assert second.returncode == 1 and "another `hermes vault move`" in second.stderr
     _assert_once_each()
+
+
+# --- a hot journal in a vault store (issue #39, item 6) ---------------------------------------
+
+# A writer of the vault store killed mid-transaction: its page cache of one page spills the
+# changed pages into the file before any commit, so only the journal holds the committed state.
+HOT_WRITER = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")
+conn.execute("BEGIN")
+conn.execute("UPDATE messages SET content = 'CHANGED ' || content")
+conn.execute("DELETE FROM messages WHERE session_id = 'b'")
+conn.execute("DELETE FROM sessions WHERE id = 'b'")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _vault_store() -> Path:
+    [(_year, path)] = vault.vault_paths(default_db_path().parent)
+    return path
+
+
+def _committed(path: Path) -> list[tuple[str, str]]:
+    conn = _ro(path)
+    try:
+        return conn.execute("SELECT session_id, content FROM messages ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def _leave_hot_journal(path: Path) -> None:
+    """Kill a writer of the store mid-transaction; check it left a journal the file needs."""
+    done = subprocess.run([sys.executable, "-c", HOT_WRITER, str(path)], env=child_env())
+    assert done.returncode == -signal.SIGKILL
+    journal = path.with_name(path.name + "-journal")
+    assert journal.stat().st_size > 0
+    # The file alone (journal ignored) holds the killed writer's changes: a reader that
+    # does not roll the journal back would see them.
+    raw = sqlite3.connect(path.resolve().as_uri() + "?immutable=1", uri=True)
+    try:
+        changed = raw.execute("SELECT count(*) FROM messages WHERE content LIKE 'CHANGED %'")
+        assert changed.fetchone()[0] > 0
+    finally:
+        raw.close()
+
+
+@pytest.fixture
+def hot_vault() -> tuple[Path, list[tuple[str, str]]]:
+    """A profile whose vault store has a hot journal a killed writer left; returns the store
+    and what it held at its last commit."""
+    _build()
+    assert child("vault", "move", "--older-than", "90d", "--yes").returncode == 0
+    path = _vault_store()
+    committed = _committed(path)
+    assert {sid for sid, _c in committed} == {"a", "a2", "b"}
+    _leave_hot_journal(path)
+    return path, committed
+
+
+def _rolled_back(path: Path, committed: list[tuple[str, str]]) -> None:
+    journal = path.with_name(path.name + "-journal")
+    assert not journal.exists() or journal.stat().st_size == 0
+    assert _committed(path) == committed
+    conn = _ro(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("vault", "list", "--json"),
+        ("sessions", "list", "--vault", "--json"),
+        ("sessions", "search", "docker", "--json"),
+        ("backup", "--keep", "0", "--json"),
+    ],
+    ids=["vault-list", "sessions-list-vault", "sessions-search", "backup"],
+)
+def test_a_hot_journal_in_a_vault_store_is_rolled_back_by_the_first_command_that_reads_it(
+    hot_vault: tuple[Path, list[tuple[str, str]]], args: tuple[str, ...], tmp_path: Path
+) -> None:
+    path, committed = hot_vault
+    done = child(*args)
+    assert done.returncode == 0, done.stderr
+    assert "journal" not in done.stderr
+    _rolled_back(path, committed)
+    import json
+
+    answer = json.loads(done.stdout)
+    if args[0] == "backup":
+        with zipfile.ZipFile(answer["archive"]) as zf:
+            (tmp_path / "member.db").write_bytes(zf.read(f"vault/{path.name}"))
+        assert _committed(tmp_path / "member.db") == committed
+    elif args[:2] == ("vault", "list"):
+        [year] = answer["stores"]
+        assert year["sessions"] == 3 and year["messages"] == 9
+    else:
+        shown = {row.get("session_id") or row.get("id") for row in answer[_rows_key(answer)]}
+        assert "b" in shown  # the vaulted session the killed writer was deleting
+
+
+def _rows_key(answer: dict[str, object]) -> str:
+    return "hits" if "hits" in answer else "sessions"
+
+
+def test_mcp_search_reads_a_vault_store_with_a_hot_journal(
+    hot_vault: tuple[Path, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    from test_mcp import data
+    from test_mcp_vault import call
+
+    path, committed = hot_vault
+    (found,) = call(tmp_path, ("search_messages", {"query": "docker", "limit": 50}))
+    hits = data(found)["hits"]
+    assert {h["session_id"] for h in hits if h["vault"]} == {"a", "a2", "b"}
+    _rolled_back(path, committed)
+
+
+def test_a_hot_journal_the_reader_cannot_roll_back_names_the_vault_journal(
+    hot_vault: tuple[Path, list[tuple[str, str]]],
+) -> None:
+    # What a read-only open says when nothing rolled the journal back first (a user who may
+    # not write in the vault directory): the vault store's own journal, not state.db's.
+    from hermes_state.errors import HotJournalError
+
+    path, committed = hot_vault
+    with pytest.raises(HotJournalError) as caught:
+        open_store(path, read_only=True, role="edit", create=False)
+    hint = caught.value.hint
+    assert f"vault/{path.name}-journal" in hint and "hermes vault list" in hint
+    assert "state.db-journal" not in hint and "sessions pin" not in hint
+    with vault.open_vault(path, read_only=True) as store:  # the vault's own opener rolls back
+        assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 9
+    _rolled_back(path, committed)
+
+
+def test_restore_reads_a_vault_store_with_a_hot_journal_as_it_was_committed() -> None:
+    import json
+
+    _build()
+    assert child("vault", "move", "--older-than", "90d", "--yes").returncode == 0
+    made = child("backup", "--json")
+    assert made.returncode == 0, made.stderr
+    path = _vault_store()
+    _leave_hot_journal(path)
+    done = child("restore", json.loads(made.stdout)["archive"], "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    [change] = [c for c in json.loads(done.stdout)["plan"]["databases"] if "vault/" in c["name"]]
+    assert change["before_problem"] is None
+    assert change["before"]["sessions"] == 3 and change["before"]["messages"] == 9
+    assert {sid for sid, _c in _committed(path)} == {"a", "a2", "b"}
