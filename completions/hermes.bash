@@ -49,12 +49,12 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --after-id | --by | --chart | --color | --count | --exclude-source | --fields | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
+            --after-id | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
         case "$candidate" in
-            "restore" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
+            "restore" | "replicate" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
             *) npos=$((npos + 1)) ;;
         esac
     done
@@ -65,6 +65,11 @@ _hermes() {
     esac
     case "$cmdpath:$prev" in
         ":--wait") _hermes_offer "" "$cur"; return ;;
+        "restore:--from") _hermes_offer "" "$cur"; return ;;
+        "restore:--at") _hermes_offer "" "$cur"; return ;;
+        "restore:--endpoint") _hermes_offer "" "$cur"; return ;;
+        "replicate:--to") _hermes_offer "" "$cur"; return ;;
+        "replicate:--endpoint") _hermes_offer "" "$cur"; return ;;
         "usage:--since") _hermes_offer "" "$cur"; return ;;
         "usage:--until") _hermes_offer "" "$cur"; return ;;
         "usage:--by") _hermes_offer "=day,week,month,model,provider,task,source,session" "$cur"; return ;;
@@ -142,8 +147,9 @@ _hermes() {
     local opts="" subs="" spec="" variadic=0
     local -a args=()
     case "$cmdpath" in
-        "") opts="-p --profile --wait --no-wait --version -h --help"; subs="restore usage watch mcp sessions db profile vault backup completion" ;;
-        "restore") opts="--yes -y --force --no-vault --json -h --help -p --profile"; args=("files") ;;
+        "") opts="-p --profile --wait --no-wait --version -h --help"; subs="restore replicate usage watch mcp sessions db profile vault backup completion" ;;
+        "restore") opts="--from --at --endpoint --yes -y --force --no-vault --json -h --help -p --profile"; args=("files") ;;
+        "replicate") opts="--to --endpoint --all-profiles --snapshot --status --json -h --help -p --profile" ;;
         "usage") opts="--since --until --by --source --model --chart --format --json --fields --color --no-pager -h --help -p --profile" ;;
         "watch") opts="--once --count --interval --format --json --color -h --help -p --profile" ;;
         "mcp") opts="--redact --no-redact -h --help -p --profile" ;;

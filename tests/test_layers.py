@@ -71,6 +71,7 @@ LAYERS: list[set[str]] = [
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
     {"vault_search", "restore"},
+    {"replica"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 
