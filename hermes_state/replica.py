@@ -70,7 +70,12 @@ class NotWalError(ReplicaError):
 
 
 def find_litestream() -> str:
-    """Return the litestream binary: on PATH, or beside this interpreter (a venv's bin)."""
+    """Return the litestream binary: $HERMES_LITESTREAM, on PATH, or beside this interpreter."""
+    given = os.environ.get("HERMES_LITESTREAM")
+    if given:
+        if os.path.isfile(given) and os.access(given, os.X_OK):
+            return given
+        raise LitestreamNotFoundError(f"HERMES_LITESTREAM={given}: no executable file there")
     found = shutil.which("litestream")
     if found:
         return found

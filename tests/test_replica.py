@@ -1,0 +1,175 @@
+"""`hermes replicate` and `hermes restore --from` without the replication engine running: the
+DELETE-mode refusal (nothing started, journal mode unchanged), the missing-binary error, bad
+targets, and the configuration written for Litestream."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from clitools import run
+from support.children import child_env, hermes_argv
+from support.stores import make_wal_store, populate_store
+
+from hermes_state import replica
+
+
+def _mode(db: Path) -> str:
+    conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _delete_mode_store(db: Path) -> None:
+    """A store as an agent on a WAL-reset-vulnerable SQLite keeps it: DELETE journal mode."""
+    populate_store(db, sessions_n=2, messages_per_session=10)
+    conn = sqlite3.connect(db)
+    try:
+        assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+    finally:
+        conn.close()
+
+
+def _tables(db: Path) -> set[str]:
+    conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        conn.close()
+
+
+def test_delete_mode_store_is_refused_before_anything_starts(
+    hermes_home: Path, tmp_path: Path
+) -> None:
+    db = hermes_home / "state.db"
+    _delete_mode_store(db)
+    target = tmp_path / "replica"
+    # A real process, with the binary reachable: the refusal must come before it is run.
+    done = subprocess.run(
+        hermes_argv("replicate", "--to", target.as_uri()),
+        env=child_env(hermes_home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("Error: Refusing continuous replication")
+    assert "(DELETE) is not in WAL mode" in first
+    assert "--snapshot" in done.stderr and "journal_mode: wal" in done.stderr
+    assert _mode(db) == "delete"  # unchanged
+    assert not target.exists()  # litestream never wrote anything
+    assert not (hermes_home / ".state.db-litestream").exists()
+    assert not [p for p in hermes_home.iterdir() if p.name.startswith(".hermes-replica-")]
+    assert not {t for t in _tables(db) if t.startswith("_litestream")}
+
+
+def test_a_delete_mode_vault_store_is_refused_too(hermes_home: Path, tmp_path: Path) -> None:
+    make_wal_store(hermes_home / "state.db")
+    _delete_mode_store(hermes_home / "vault" / "2024.db")
+    result = run("replicate", "--to", (tmp_path / "r").as_uri())
+    assert result.exit_code == 1
+    assert "vault/2024.db (DELETE)" in result.stderr
+    assert _mode(hermes_home / "vault" / "2024.db") == "delete"
+
+
+def test_missing_binary_is_one_line_with_the_install_hint(
+    hermes_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_wal_store(hermes_home / "state.db")
+    monkeypatch.setenv("HERMES_LITESTREAM", str(tmp_path / "no-such-litestream"))
+    result = run("replicate", "--to", (tmp_path / "r").as_uri())
+    assert result.exit_code == 1
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("Error: HERMES_LITESTREAM=")
+    assert lines[1] == "Hint: Install it with: pip install 'hermes-state[replica]'"
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--to", "http://example.invalid/x"], "not a replica URL"),
+        (["--to", "file://relative/path"], "absolute path"),
+        (["--to", "file:///"], "root directory"),
+        (["--to", "s3://"], "no bucket or host"),
+        (["--to", "s3://b/p?x=1"], "no query"),
+        (["--to", "file:///tmp/r", "--endpoint", "http://127.0.0.1:9"], "s3:// targets only"),
+        (["--to", "s3://b/p", "--endpoint", "ftp://x"], "not an endpoint URL"),
+    ],
+)
+def test_bad_targets_are_refused_in_one_line(hermes_home: Path, args: list[str], said: str) -> None:
+    make_wal_store(hermes_home / "state.db")
+    result = run("replicate", *args)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: ") and said in result.stderr.splitlines()[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_options_that_do_not_go_together(hermes_home: Path, tmp_path: Path) -> None:
+    url = (tmp_path / "r").as_uri()
+    assert run("replicate", "--to", url, "--snapshot", "--status").exit_code == 2
+    assert run("replicate", "--to", url, "--json").exit_code == 2
+    assert run("restore").exit_code == 2
+    assert run("restore", "--at", "yesterday", str(tmp_path / "x.zip")).exit_code == 2
+    bad_at = run("restore", "--from", url, "--at", "someday")
+    assert bad_at.exit_code == 2 and "--at 'someday'" in bad_at.stderr
+
+
+def test_nothing_to_replicate_is_an_error(hermes_home: Path, tmp_path: Path) -> None:
+    result = run("replicate", "--to", (tmp_path / "r").as_uri())
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: No store to replicate")
+
+
+def test_config_names_every_store_under_the_target(hermes_home: Path, tmp_path: Path) -> None:
+    make_wal_store(hermes_home / "state.db")
+    make_wal_store(hermes_home / "vault" / "2023.db")
+    make_wal_store(hermes_home / "vault" / "2024.db")
+    (hermes_home / "vault" / "notes.txt").write_text("not a store", encoding="utf-8")
+    stores = replica.stores_of(hermes_home)
+    assert [s.rel for s in stores] == ["state.db", "vault/2023.db", "vault/2024.db"]
+    target = replica.parse_target("s3://bucket/hermes/", "http://127.0.0.1:9000")
+    work = tmp_path / "work"
+    work.mkdir()
+    path = replica.write_config(work, [(s.path, s.rel) for s in stores], target)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    config = json.loads(path.read_text(encoding="utf-8"))
+    assert config["dbs"][1] == {
+        "path": str(hermes_home / "vault" / "2023.db"),
+        "replica": {
+            "url": "s3://bucket/hermes/vault/2023.db",
+            "endpoint": "http://127.0.0.1:9000",
+            "force-path-style": True,
+        },
+    }
+
+
+def test_all_profiles_puts_named_profiles_under_profiles(hermes_home: Path) -> None:
+    make_wal_store(hermes_home / "state.db")
+    named = hermes_home / "profiles" / "coder"
+    named.mkdir(parents=True)
+    make_wal_store(named / "state.db")
+    rels = [s.rel for s in replica.stores_of(hermes_home, all_profiles=True)]
+    assert rels == ["state.db", "profiles/coder/state.db"]
+    assert [s.rel for s in replica.stores_of(hermes_home)] == ["state.db"]
+
+
+def test_status_reads_lag_and_the_missing_snapshot() -> None:
+    status = replica.ReplicaStatus("state.db", "file:///r/state.db", files=3)
+    status.latest_txid, status.latest_time = 7, 1000.0
+    status.local_txid, status.local_time = 9, 1004.5
+    assert status.behind == 2 and status.lag_s == 4.5
+    assert status.problem() is not None and "no snapshot" in status.problem()  # type: ignore[operator]
+    status.snapshot = True
+    assert status.problem() is None and status.restorable
+    assert replica.ReplicaStatus("state.db", "u").problem() == (
+        "the replica holds nothing for this store"
+    )
