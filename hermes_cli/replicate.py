@@ -108,13 +108,48 @@ def replicate(
         )
         return
     # Refuse before anything starts: the agent's journal mode is the agent's.
-    lib.refuse_non_wal(stores)
+    streamed, snapshotted = lib.split_by_mode(stores)
+    if not streamed:
+        raise lib.ReplicaError(
+            f"No store in WAL mode to stream in {home} (only vault stores)",
+            hint="Push them with: hermes replicate --to URL --snapshot",
+        )
     binary = lib.find_litestream()
+    pusher = lib.SnapshotPusher(
+        home,
+        target,
+        binary,
+        find=lambda: [
+            s
+            for s in lib.stores_of(home, all_profiles=all_profiles)
+            if lib.is_vault_store(s) and s.rel not in {w.rel for w in streamed}
+        ],
+    )
+    if snapshotted:
+        pushed = pusher.push_due()
+        if pushed is not None:
+            render.echo(
+                f"Pushed snapshots of {', '.join(pushed.stores)} (vault stores stay in DELETE "
+                "mode: each change is pushed as a snapshot).",
+                err=True,
+            )
+
+    def push_changed_vault_stores() -> None:
+        try:
+            pushed = pusher.push_due()
+        except lib.ReplicaError as exc:  # the next check tries again
+            render.warn(f"vault snapshot not pushed: {exc}")
+            return
+        if pushed is not None:
+            render.echo(f"Pushed snapshots of {', '.join(pushed.stores)}.", err=True)
+
     with lib.work_dir(home) as work:
-        config = lib.write_config(work.path, [(s.path, s.rel) for s in stores], target)
-        names = ", ".join(s.rel for s in stores)
+        config = lib.write_config(work.path, [(s.path, s.rel) for s in streamed], target)
+        names = ", ".join(s.rel for s in streamed)
         render.echo(f"Replicating {names} to {target.url} (Ctrl-C or SIGTERM stops).", err=True)
-        done = lib.supervise(lib.replicate_argv(binary, config))
+        done = lib.supervise(
+            lib.replicate_argv(binary, config), tick=push_changed_vault_stores, tick_every_s=10.0
+        )
     if done.clean:
         render.echo("Stopped.", err=True)
         return

@@ -171,6 +171,26 @@ def journal_mode(path: Path) -> str:
         conn.close()
 
 
+def is_vault_store(store: ReplicatedStore) -> bool:
+    """Tell whether a replicated store is a vault store (vault/<YYYY>.db)."""
+    return "/vault/" in f"/{store.rel}"
+
+
+def split_by_mode(
+    stores: Sequence[ReplicatedStore],
+) -> tuple[list[ReplicatedStore], list[ReplicatedStore]]:
+    """Split stores into those Litestream streams and the vault stores pushed as snapshots.
+
+    Vault stores are hermes's own, kept in DELETE mode, and change only when `hermes vault`
+    moves sessions: a snapshot of each change keeps their journal mode as it is. A store of
+    the agent not in WAL mode is refused (NotWalError).
+    """
+    modes = [(s, journal_mode(s.path)) for s in stores]
+    snapshot = [s for s, mode in modes if mode != "wal" and is_vault_store(s)]
+    refuse_non_wal([s for s, mode in modes if mode != "wal" and not is_vault_store(s)])
+    return [s for s, mode in modes if mode == "wal"], snapshot
+
+
 def refuse_non_wal(stores: Sequence[ReplicatedStore]) -> None:
     """Raise NotWalError naming every store not in WAL mode (Litestream would switch them)."""
     others = [(s, journal_mode(s.path)) for s in stores]
@@ -230,13 +250,35 @@ class RunResult:
         return self.signal is not None and not self.killed
 
 
-def supervise(argv: Sequence[str], *, on_start: Callable[[int], None] | None = None) -> RunResult:
+def _die_with_parent() -> None:
+    """In the child: ask Linux to send it SIGTERM when hermes dies (even by SIGKILL), so no
+    litestream outlives the command that runs it."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def supervise(
+    argv: Sequence[str],
+    *,
+    on_start: Callable[[int], None] | None = None,
+    tick: Callable[[], None] | None = None,
+    tick_every_s: float = 10.0,
+) -> RunResult:
     """Run argv in the foreground until it exits; SIGINT/SIGTERM are forwarded to it once.
 
     It runs in a session of its own, so a terminal's Ctrl-C reaches it only through us (once);
-    after a forwarded signal it has STOP_TIMEOUT_S to exit before it is killed.
+    after a forwarded signal it has STOP_TIMEOUT_S to exit before it is killed. tick, if
+    given, is called every tick_every_s while it runs.
     """
-    proc = subprocess.Popen(list(argv), start_new_session=True, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        list(argv),
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+    )
     got: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
@@ -251,12 +293,16 @@ def supervise(argv: Sequence[str], *, on_start: Callable[[int], None] | None = N
         if on_start is not None:
             on_start(proc.pid)
         deadline: float | None = None
+        next_tick = time.monotonic() + tick_every_s
         while True:
             try:
                 rc = proc.wait(timeout=0.2)
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if tick is not None and not got and time.monotonic() >= next_tick:
+                tick()
+                next_tick = time.monotonic() + tick_every_s
             if got and deadline is None:
                 deadline = time.monotonic() + STOP_TIMEOUT_S
             if deadline is not None and time.monotonic() > deadline:
@@ -337,6 +383,47 @@ def push_snapshot(
         if done.returncode != 0:
             raise ReplicaError(f"litestream could not push the snapshot: {_last_line(done)}")
     return result
+
+
+def _signature(path: Path) -> tuple[int, int] | None:
+    """Return a file's (size, mtime_ns): a vault store changed when it changes."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+class SnapshotPusher:
+    """Keeps the replicas of stores pushed as snapshots (the vault's) current: pushes each one
+    that is new or changed since its last push."""
+
+    def __init__(
+        self,
+        home: Path,
+        target: Target,
+        binary: str,
+        *,
+        find: Callable[[], list[ReplicatedStore]],
+    ) -> None:
+        self.home, self.target, self.binary, self._find = home, target, binary, find
+        self._pushed: dict[str, tuple[int, int] | None] = {}
+        self.pushes = 0
+
+    def due(self) -> list[ReplicatedStore]:
+        """Return the stores new or changed since they were pushed."""
+        return [s for s in self._find() if self._pushed.get(s.rel, (-1, -1)) != _signature(s.path)]
+
+    def push_due(self) -> SnapshotResult | None:
+        """Push every store that is due; return what was pushed (None when nothing was)."""
+        due = self.due()
+        if not due:
+            return None
+        signatures = {s.rel: _signature(s.path) for s in due}  # before the copy: a later
+        result = push_snapshot(self.home, due, self.target, self.binary)  # change is due again
+        self._pushed.update(signatures)
+        self.pushes += 1
+        return result
 
 
 def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -71,13 +71,25 @@ def test_delete_mode_store_is_refused_before_anything_starts(
     assert not {t for t in _tables(db) if t.startswith("_litestream")}
 
 
-def test_a_delete_mode_vault_store_is_refused_too(hermes_home: Path, tmp_path: Path) -> None:
+def test_a_delete_mode_vault_store_is_not_refused(
+    hermes_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Vault stores are hermes's own, kept in DELETE mode: pushed as snapshots, never streamed.
     make_wal_store(hermes_home / "state.db")
+    _delete_mode_store(hermes_home / "vault" / "2024.db")
+    monkeypatch.setenv("HERMES_LITESTREAM", str(tmp_path / "no-such-litestream"))
+    result = run("replicate", "--to", (tmp_path / "r").as_uri())
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: HERMES_LITESTREAM=")  # past the journal check
+    assert _mode(hermes_home / "vault" / "2024.db") == "delete"
+
+
+def test_only_vault_stores_in_wal_is_an_error(hermes_home: Path, tmp_path: Path) -> None:
     _delete_mode_store(hermes_home / "vault" / "2024.db")
     result = run("replicate", "--to", (tmp_path / "r").as_uri())
     assert result.exit_code == 1
-    assert "vault/2024.db (DELETE)" in result.stderr
-    assert _mode(hermes_home / "vault" / "2024.db") == "delete"
+    assert result.stderr.startswith("Error: No store in WAL mode to stream")
+    assert "--snapshot" in result.stderr
 
 
 def test_missing_binary_is_one_line_with_the_install_hint(
