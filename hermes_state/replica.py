@@ -37,7 +37,6 @@ from hermes_state.workdirs import WorkDir, make_work_dir, remove_stale_work_dirs
 INSTALL_HINT = "Install it with: pip install 'hermes-state[replica]'"
 SCHEMES = ("file", "s3", "sftp")
 REPLICA_WORK_PREFIX = ".hermes-replica-"
-LITESTREAM_TABLES = ("_litestream_lock", "_litestream_seq")
 STOP_TIMEOUT_S = 30.0  # from the forwarded signal to litestream's exit, then it is killed
 TOOL_TIMEOUT_S = 120.0  # one listing or status call of the binary
 RESTORE_TIMEOUT_S = 3600.0  # one restore (large stores over a slow link)

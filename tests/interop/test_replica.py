@@ -377,3 +377,47 @@ def test_a_target_that_lost_its_snapshot_is_reported_loudly(
     assert count_rows(tmp_path / "fixed" / "state.db", "sessions") == count_rows(db, "sessions")
     _report({"test": "target_deleted", "status_rc": rc})
     assert os.path.exists(target / "state.db")
+
+
+def _table_names(db: Path) -> set[str]:
+    conn = sqlite3.connect(db.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        conn.close()
+
+
+def test_litestream_traces_are_known_to_check_backup_recover_and_vault(
+    litestream: str, hermes_home: Path, tmp_path: Path, replicating: Any
+) -> None:
+    import zipfile
+
+    (hermes_home / "config.yaml").write_text("database:\n  journal_mode: wal\n", encoding="utf-8")
+    db = hermes_home / "state.db"
+    populate_store(db, sessions_n=4, messages_per_session=10)
+    rep = replicating(hermes_home, (tmp_path / "replica").as_uri())
+    rep.wait_snapshot()
+    rep.wait_synced()
+    assert rep.stop() == 0
+    # What Litestream leaves: its tables in the store, its folder beside it.
+    assert {"_litestream_lock", "_litestream_seq"} <= _table_names(db)
+    assert (hermes_home / ".state.db-litestream").is_dir()
+    check = run_hermes(hermes_home, "db", "check", "--json")
+    assert check.rc == 0, check.describe()
+    checks = {c["name"]: c for c in json.loads(check.stdout)["checks"]}
+    assert checks["replication"]["ok"] and "Litestream's" in checks["replication"]["detail"]
+    backup = run_hermes(hermes_home, "backup", "-o", str(tmp_path / "b.zip"), "--json")
+    assert backup.rc == 0, backup.describe()
+    with zipfile.ZipFile(tmp_path / "b.zip") as zf:
+        members = zf.namelist()
+    assert "state.db" in members
+    assert not [m for m in members if "litestream" in m or "hermes-replica" in m]
+    recovered = tmp_path / "recovered.db"
+    done = run_hermes(hermes_home, "sessions", "recover", "--to", str(recovered))
+    assert done.rc == 0, done.describe()
+    assert not {t for t in _table_names(recovered) if t.startswith("_litestream")}
+    assert count_rows(recovered, "messages") == 40
+    _end_all(db)
+    moved = run_hermes(hermes_home, "vault", "move", "--older-than", "365d", "--yes")
+    assert moved.rc == 0, moved.describe()
+    assert not {t for t in _table_names(hermes_home / "vault" / "2023.db") if "litestream" in t}
