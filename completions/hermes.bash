@@ -49,7 +49,7 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --after-id | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
+            --after-id | --as | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --follow | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
@@ -70,6 +70,8 @@ _hermes() {
         "restore:--endpoint") _hermes_offer "" "$cur"; return ;;
         "replicate:--to") _hermes_offer "" "$cur"; return ;;
         "replicate:--endpoint") _hermes_offer "" "$cur"; return ;;
+        "replicate:--follow") _hermes_offer "" "$cur"; return ;;
+        "replicate:--as") _hermes_offer "" "$cur"; return ;;
         "usage:--since") _hermes_offer "" "$cur"; return ;;
         "usage:--until") _hermes_offer "" "$cur"; return ;;
         "usage:--by") _hermes_offer "=day,week,month,model,provider,task,source,session" "$cur"; return ;;
@@ -149,7 +151,7 @@ _hermes() {
     case "$cmdpath" in
         "") opts="-p --profile --wait --no-wait --version -h --help"; subs="restore replicate usage watch mcp sessions db profile vault backup completion" ;;
         "restore") opts="--from --at --endpoint --yes -y --force --no-vault --json -h --help -p --profile"; args=("files") ;;
-        "replicate") opts="--to --endpoint --all-profiles --snapshot --status --json -h --help -p --profile" ;;
+        "replicate") opts="--to --endpoint --all-profiles --snapshot --status --follow --as --json -h --help -p --profile" ;;
         "usage") opts="--since --until --by --source --model --chart --format --json --fields --color --no-pager -h --help -p --profile" ;;
         "watch") opts="--once --count --interval --format --json --color -h --help -p --profile" ;;
         "mcp") opts="--redact --no-redact -h --help -p --profile" ;;

@@ -3,7 +3,7 @@
 # ~/.config/fish/completions/hermes.fish).
 
 set -g __hermes_known 'restore' 'replicate' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
-set -g __hermes_value_flags --after-id --at --by --chart --color --count --endpoint --exclude-source --fields --format --from --interval --keep --limit --model --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
+set -g __hermes_value_flags --after-id --as --at --by --chart --color --count --endpoint --exclude-source --fields --follow --format --from --interval --keep --limit --model --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
 function __hermes_profile_args
@@ -109,6 +109,8 @@ complete -c hermes -n '__hermes_at \'replicate\'' -l endpoint -x -d 'An S3-compa
 complete -c hermes -n '__hermes_at \'replicate\'' -l all-profiles -d 'Replicate every profile\'s stores.'
 complete -c hermes -n '__hermes_at \'replicate\'' -l snapshot -d 'Push one consistent snapshot and exit (for a timer): a private copy made with SQLite\'s backup API, never the live file; works on any journal mode.'
 complete -c hermes -n '__hermes_at \'replicate\'' -l status -d 'Tell what the replica holds (latest change, lag, snapshot).'
+complete -c hermes -n '__hermes_at \'replicate\'' -l follow -x -d 'Keep a local read copy of another machine\'s replica (its state.db) under <home>/machines/NAME, 1-2 s behind, until stopped; `sessions search|list|show --machine NAME|all` read it.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l as -x -d 'With --follow: the machine\'s name here.'
 complete -c hermes -n '__hermes_at \'replicate\'' -l json -d 'Print the result as one JSON document on stdout, and nothing else.'
 complete -c hermes -n '__hermes_at \'replicate\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'usage\'' -l since -x -d 'Only usage recorded at or after WHEN. WHEN: a duration back from now (7d, 12h, 2w, \'2 weeks ago\'), today, yesterday, \'last monday\', or an ISO date (2026-01-31).'

@@ -19,6 +19,7 @@ EXAMPLES = [
     "hermes replicate --to sftp://me@nas/backups/hermes",
     "hermes replicate --to file:///mnt/nas/hermes --snapshot",
     "hermes replicate --to file:///mnt/nas/hermes --status --json",
+    "hermes replicate --follow s3://my-bucket/hermes/desktop --as desktop",
 ]
 
 EndpointOption = Annotated[
@@ -39,7 +40,7 @@ def register(root: Any) -> None:
 
 def replicate(
     to: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--to",
             metavar="URL",
@@ -47,7 +48,7 @@ def replicate(
             "sftp://USER@HOST/PATH. Each store goes under it by its path in the home "
             "(state.db, vault/<YYYY>.db; profiles/NAME/… with --all-profiles).",
         ),
-    ],
+    ] = None,
     endpoint: EndpointOption = None,
     all_profiles: Annotated[
         bool, typer.Option("--all-profiles", help="Replicate every profile's stores.")
@@ -66,6 +67,20 @@ def replicate(
             "--status", help="Tell what the replica holds (latest change, lag, snapshot)."
         ),
     ] = False,
+    follow: Annotated[
+        str | None,
+        typer.Option(
+            "--follow",
+            metavar="URL",
+            help="Keep a local read copy of another machine's replica (its state.db) under "
+            "<home>/machines/NAME, 1-2 s behind, until stopped; `sessions search|list|show "
+            "--machine NAME|all` read it.",
+        ),
+    ] = None,
+    as_name: Annotated[
+        str | None,
+        typer.Option("--as", metavar="NAME", help="With --follow: the machine's name here."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help=JSON_ONLY_HELP)] = False,
 ) -> None:
     """Stream this profile's store and its vault stores to a replica, until stopped.
@@ -80,6 +95,18 @@ def replicate(
     from hermes_state import replica as lib
     from hermes_state.home import get_hermes_home
 
+    if (to is None) == (follow is None):
+        raise typer.BadParameter("give --to URL (replicate here) or --follow URL --as NAME")
+    if follow is not None:
+        if as_name is None:
+            raise typer.BadParameter("--follow needs --as NAME (what to call that machine)")
+        if snapshot or status or all_profiles or as_json:
+            raise typer.BadParameter("--follow takes only --as and --endpoint")
+        _follow(follow, as_name, endpoint)
+        return
+    assert to is not None
+    if as_name is not None:
+        raise typer.BadParameter("--as goes with --follow")
     if snapshot and status:
         raise typer.BadParameter("--snapshot and --status: give one of them")
     if as_json and not (snapshot or status):
@@ -159,6 +186,30 @@ def replicate(
         f"litestream exited with code {done.returncode}",
         hint="Its log above says why; run `hermes replicate --to URL --status` to check the "
         "replica.",
+    )
+
+
+def _follow(url: str, name: str, endpoint: str | None) -> None:
+    """Keep <home>/machines/NAME/state.db a read copy of another machine's replica."""
+    from hermes_state import replica as lib
+    from hermes_state.home import get_hermes_home
+
+    target = lib.parse_target(url, endpoint)
+    home = get_hermes_home()
+    lib.machine_home(home, name)  # a bad name is refused before anything is made
+    binary = lib.find_litestream()
+    with lib.follow_config(home, target, name) as (config, dest):
+        render.echo(
+            f"Following {target.store_url('state.db')} into {dest} (Ctrl-C or SIGTERM stops).",
+            err=True,
+        )
+        done = lib.supervise(lib.follow_argv(binary, config, dest))
+    if done.clean:
+        render.echo("Stopped.", err=True)
+        return
+    raise lib.ReplicaError(
+        f"litestream exited with code {done.returncode}",
+        hint="Its log above says why; check the replica with: hermes replicate --to URL --status",
     )
 
 

@@ -650,6 +650,34 @@ def fetched(
         yield fetch_store(target, rel, work.path / "fetched.db", binary, at=at)
 
 
+# --- other machines' replicas -------------------------------------------------------------------
+
+MACHINES_DIR = "machines"
+_MACHINE_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z", re.ASCII)
+
+
+def machine_home(home: Path, name: str) -> Path:
+    """Return where the read copy of another machine's stores is kept (<home>/machines/NAME)."""
+    if not _MACHINE_NAME.match(name) or name in ("all", "..", "."):
+        raise ReplicaError(
+            f"{name!r}: not a machine name",
+            hint="Use lower-case letters, digits, '-', '_' and '.' (not 'all'), e.g. laptop.",
+        )
+    return home / MACHINES_DIR / name
+
+
+def machine_names(home: Path) -> list[str]:
+    """Return the machines whose read copy is kept here (those with a state.db), sorted."""
+    where = home / MACHINES_DIR
+    if not where.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in where.iterdir()
+        if _MACHINE_NAME.match(p.name) and (p / STORE_FILE).is_file()
+    )
+
+
 def follow_argv(binary: str, config: Path, dest: Path, *, interval_s: float = 1.0) -> list[str]:
     """Return the `litestream restore -f` command line that keeps dest a read copy."""
     return _argv(
@@ -663,3 +691,14 @@ def follow_argv(binary: str, config: Path, dest: Path, *, interval_s: float = 1.
         str(dest),
         str(dest),
     )
+
+
+@contextlib.contextmanager
+def follow_config(home: Path, target: Target, name: str) -> Iterator[tuple[Path, Path]]:
+    """Yield (config, read copy) for following another machine's replica of state.db."""
+    where = machine_home(home, name)
+    ensure_private_dir(where.parent)
+    ensure_private_dir(where)
+    with work_dir(home) as work:
+        dest = where / STORE_FILE
+        yield write_config(work.path, [(dest, STORE_FILE)], target), dest

@@ -185,3 +185,13 @@ def test_status_reads_lag_and_the_missing_snapshot() -> None:
     assert replica.ReplicaStatus("state.db", "u").problem() == (
         "the replica holds nothing for this store"
     )
+
+
+def test_follow_needs_a_name_and_a_good_one(hermes_home: Path, tmp_path: Path) -> None:
+    url = (tmp_path / "r").as_uri()
+    assert run("replicate", "--follow", url).exit_code == 2
+    assert run("replicate", "--follow", url, "--to", url, "--as", "x").exit_code == 2
+    assert run("replicate", "--to", url, "--as", "x").exit_code == 2
+    bad = run("replicate", "--follow", url, "--as", "../etc")
+    assert bad.exit_code == 1 and "not a machine name" in bad.stderr
+    assert not (hermes_home / "machines").exists()

@@ -421,3 +421,37 @@ def test_litestream_traces_are_known_to_check_backup_recover_and_vault(
     moved = run_hermes(hermes_home, "vault", "move", "--older-than", "365d", "--yes")
     assert moved.rc == 0, moved.describe()
     assert not {t for t in _table_names(hermes_home / "vault" / "2023.db") if "litestream" in t}
+
+
+def test_follow_keeps_a_read_copy_of_another_machines_replica(
+    litestream: str, hermes_home: Path, tmp_path: Path, replicating: Any
+) -> None:
+    laptop = tmp_path / "laptop"
+    populate_store(laptop / "state.db", sessions_n=3, messages_per_session=10)
+    url = (tmp_path / "replica").as_uri()
+    rep = replicating(laptop, url)
+    rep.wait_snapshot()
+    log = tmp_path / "follow.log"
+    with log.open("wb") as out:
+        follower = subprocess.Popen(
+            hermes_argv("replicate", "--follow", url, "--as", "laptop"),
+            env=child_env(hermes_home),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        copy = hermes_home / "machines" / "laptop" / "state.db"
+        populate_store(laptop / "state.db", sessions_n=2, messages_per_session=10, seed=3)
+        deadline = time.monotonic() + SYNC_TIMEOUT_S
+        while not (copy.exists() and count_rows(copy, "sessions") == 5):
+            assert follower.poll() is None, log.read_text(errors="replace")
+            assert time.monotonic() < deadline, "the read copy did not follow the replica"
+            time.sleep(0.5)
+        assert replica.machine_names(hermes_home) == ["laptop"]
+        listed = run_hermes(copy.parent, "sessions", "list", "--json")
+        assert listed.rc == 0, listed.describe()
+        assert len(json.loads(listed.stdout)["sessions"]) == 5
+    finally:
+        follower.send_signal(signal.SIGTERM)
+        assert follower.wait(timeout=STOP_TIMEOUT_S) == 0, log.read_text(errors="replace")
+    assert rep.stop() == 0
