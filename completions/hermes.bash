@@ -49,7 +49,7 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --after-id | --as | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --follow | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
+            --after-id | --as | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --follow | --format | --from | --interval | --keep | --limit | --machine | --model | --newer-than | --offset | --older-than | --on-conflict | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
@@ -92,6 +92,7 @@ _hermes() {
         "sessions list:-n" | "sessions list:--limit") _hermes_offer "" "$cur"; return ;;
         "sessions list:--offset") _hermes_offer "" "$cur"; return ;;
         "sessions list:--sort") _hermes_offer "=started,active" "$cur"; return ;;
+        "sessions list:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions list:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions list:--fields") _hermes_offer "" "$cur"; return ;;
         "sessions list:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
@@ -102,6 +103,7 @@ _hermes() {
         "sessions search:--until") _hermes_offer "" "$cur"; return ;;
         "sessions search:-n" | "sessions search:--limit") _hermes_offer "" "$cur"; return ;;
         "sessions search:--sort") _hermes_offer "=rank,newest,oldest" "$cur"; return ;;
+        "sessions search:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions search:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions search:--fields") _hermes_offer "" "$cur"; return ;;
         "sessions search:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
@@ -111,6 +113,7 @@ _hermes() {
         "sessions browse:--print") _hermes_offer "=id,resume" "$cur"; return ;;
         "sessions show:--tail") _hermes_offer "" "$cur"; return ;;
         "sessions show:--role") _hermes_offer "roles" "$cur"; return ;;
+        "sessions show:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions show:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions show:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
         "sessions export:-o" | "sessions export:--output") _hermes_offer "files" "$cur"; return ;;
@@ -156,10 +159,10 @@ _hermes() {
         "watch") opts="--once --count --interval --format --json --color -h --help -p --profile" ;;
         "mcp") opts="--redact --no-redact -h --help -p --profile" ;;
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
-        "sessions list") opts="--source --exclude-source --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --format --json --fields --color --no-pager -h --help -p --profile" ;;
-        "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --format --json --fields --color --no-pager -h --help -p --profile"; args=(""); variadic=1 ;;
+        "sessions list") opts="--source --exclude-source --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --machine --format --json --fields --color --no-pager -h --help -p --profile" ;;
+        "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --machine --format --json --fields --color --no-pager -h --help -p --profile"; args=(""); variadic=1 ;;
         "sessions browse") opts="--source --role --since --archived --print --print-id --vault -h --help -p --profile"; args=("") ;;
-        "sessions show") opts="--all --tail --role --reasoning --redact --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
+        "sessions show") opts="--all --tail --role --reasoning --redact --machine --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than --after-id --redact -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict --json -h --help -p --profile"; args=("files") ;;
         "sessions delete") opts="--yes -y -h --help -p --profile"; args=("ids") ;;

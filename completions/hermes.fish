@@ -3,7 +3,7 @@
 # ~/.config/fish/completions/hermes.fish).
 
 set -g __hermes_known 'restore' 'replicate' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
-set -g __hermes_value_flags --after-id --as --at --by --chart --color --count --endpoint --exclude-source --fields --follow --format --from --interval --keep --limit --model --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
+set -g __hermes_value_flags --after-id --as --at --by --chart --color --count --endpoint --exclude-source --fields --follow --format --from --interval --keep --limit --machine --model --newer-than --offset --older-than --on-conflict --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
 function __hermes_profile_args
@@ -161,6 +161,7 @@ complete -c hermes -n '__hermes_at \'sessions list\'' -l sort -x -a 'started act
 complete -c hermes -n '__hermes_at \'sessions list\'' -l reverse -d 'Oldest first (reverses --sort).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l all-profiles -d 'List the root and every named profile (adds Profile).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l vault -d 'Include vaulted sessions, marked [vault 2025] ("vault": "2025" in machine formats, null for live ones).'
+complete -c hermes -n '__hermes_at \'sessions list\'' -l machine -x -d 'Read another machine\'s sessions: the copy `hermes replicate --follow URL --as NAME` keeps; \'all\' reads this machine\'s and every followed one\'s, each marked [machine NAME] ("machine" in machine formats).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l fields -x -d 'Machine formats: only these fields, in this order (`--json=id,title` is short for `--json --fields id,title`).'
@@ -177,6 +178,7 @@ complete -c hermes -n '__hermes_at \'sessions search\'' -l sort -x -a 'rank newe
 complete -c hermes -n '__hermes_at \'sessions search\'' -l all -l complete -d 'Examine every message and rank every match. By default a search stops at a work budget (about 200,000 candidates) and ranks the newest 2,000 matches; the output says when it did.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l archived -d 'Include archived sessions.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l live -d 'Search the live store only (leave out the vault\'s sessions).'
+complete -c hermes -n '__hermes_at \'sessions search\'' -l machine -x -d 'Read another machine\'s sessions: the copy `hermes replicate --follow URL --as NAME` keeps; \'all\' reads this machine\'s and every followed one\'s, each marked [machine NAME] ("machine" in machine formats).'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l fields -x -d 'Machine formats: only these fields, in this order (`--json=id,title` is short for `--json --fields id,title`).'
@@ -198,6 +200,7 @@ complete -c hermes -n '__hermes_at \'sessions show\'' -l tail -x -d 'Only the la
 complete -c hermes -n '__hermes_at \'sessions show\'' -l role -x -k -a '(__hermes_values roles)' -d 'Only messages of role R: user, assistant, tool, system (repeatable).'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l reasoning -d 'Also print the model\'s reasoning text.'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l redact -d 'Replace API keys, tokens, private keys and passwords in the title, message text, tool calls and reasoning with [REDACTED:kind].'
+complete -c hermes -n '__hermes_at \'sessions show\'' -l machine -x -d 'Read another machine\'s sessions: the copy `hermes replicate --follow URL --as NAME` keeps; \'all\' reads this machine\'s and every followed one\'s, each marked [machine NAME] ("machine" in machine formats).'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l color -x -a 'auto always never' -d 'Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always, or never. Colour never changes the layout.'

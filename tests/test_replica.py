@@ -195,3 +195,70 @@ def test_follow_needs_a_name_and_a_good_one(hermes_home: Path, tmp_path: Path) -
     bad = run("replicate", "--follow", url, "--as", "../etc")
     assert bad.exit_code == 1 and "not a machine name" in bad.stderr
     assert not (hermes_home / "machines").exists()
+
+
+def _two_machines(home: Path) -> None:
+    """This machine's store and a followed copy of a laptop's (as --follow keeps it)."""
+    populate_store(home / "state.db", sessions_n=2, messages_per_session=4, seed=1)
+    populate_store(
+        home / "machines" / "laptop" / "state.db", sessions_n=3, messages_per_session=4, seed=2
+    )
+
+
+def test_machine_all_lists_and_marks_every_machines_sessions(hermes_home: Path) -> None:
+    _two_machines(hermes_home)
+    data = json.loads(run("sessions", "list", "--machine", "all", "--json").stdout)
+    by_machine = {s["id"]: s["machine"] for s in data["sessions"]}
+    assert data["total"] == 5
+    assert {k for k, v in by_machine.items() if v == "laptop"} == {
+        "sess-2-00000",
+        "sess-2-00001",
+        "sess-2-00002",
+    }
+    assert {k for k, v in by_machine.items() if v is None} == {"sess-1-00000", "sess-1-00001"}
+    text = run("sessions", "list", "--machine", "all").stdout
+    assert (
+        "[machine laptop] session 2-0" in text
+        and "[machine" not in text.split("session 1-0")[0].splitlines()[-1]
+    )
+    only = json.loads(run("sessions", "list", "--machine", "laptop", "--json").stdout)
+    assert {s["id"] for s in only["sessions"]} == set(by_machine) - {"sess-1-00000", "sess-1-00001"}
+    plain = json.loads(run("sessions", "list", "--json").stdout)
+    assert "machine" not in plain["sessions"][0] and plain["total"] == 2
+
+
+def test_machine_search_and_show_read_the_followed_copy(hermes_home: Path) -> None:
+    _two_machines(hermes_home)
+    own = json.loads(run("sessions", "search", "deploy", "--json", "-n", "0").stdout)
+    both = json.loads(
+        run("sessions", "search", "deploy", "--machine", "all", "--json", "-n", "0").stdout
+    )
+    laptop = json.loads(
+        run("sessions", "search", "deploy", "--machine", "laptop", "--json", "-n", "0").stdout
+    )
+    assert both["matches"] == own["matches"] + laptop["matches"] > own["matches"]
+    assert {h["machine"] for h in laptop["hits"]} == {"laptop"}
+    assert {h["session_id"] for h in both["hits"] if h["machine"] is None} == {
+        h["session_id"] for h in own["hits"]
+    }
+    newest = json.loads(
+        run("sessions", "search", "deploy", "--machine", "all", "--sort", "newest", "--json").stdout
+    )
+    times = [h["created_at"] for h in newest["hits"]]
+    assert times == sorted(times, reverse=True)
+    shown = run("sessions", "show", "sess-2-00001", "--machine", "all")
+    assert shown.exit_code == 0 and shown.stdout.startswith("[machine laptop] from the copy in")
+    assert run("sessions", "show", "sess-2-00001").exit_code != 0  # not on this machine
+    head = json.loads(
+        run("sessions", "show", "sess-2-00001", "--machine", "laptop", "--json").stdout
+    )
+    assert head["machine"] == "laptop"
+
+
+def test_machine_unknown_and_conflicting_options(hermes_home: Path) -> None:
+    _two_machines(hermes_home)
+    unknown = run("sessions", "list", "--machine", "desk")
+    assert unknown.exit_code == 1
+    assert unknown.stderr.startswith("Error: No copy of machine 'desk'")
+    assert "Followed here: laptop" in unknown.stderr
+    assert run("sessions", "list", "--machine", "all", "--vault").exit_code == 2
