@@ -167,10 +167,7 @@ def main() -> None:
     p_restore = sub.add_parser("restore")
     p_restore.add_argument("--store", type=Path, required=True)
     args = parser.parse_args()
-    if args.what == "live":
-        result = live(args.seconds, args.rounds)
-    else:
-        result = restore(args.store)
+    result = live(args.seconds, args.rounds) if args.what == "live" else restore(args.store)
     print(json.dumps(result, indent=2, default=str))
 
 

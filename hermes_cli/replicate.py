@@ -218,7 +218,9 @@ def _status(lib: Any, home: Any, target: Any, stores: list[Any], as_json: bool) 
     if not stores:
         stores = [lib.ReplicatedStore("state.db", home / "state.db")]
     binary = lib.find_litestream()
-    found = lib.replica_status(stores, target, binary, home)
+    from hermes_state.replica_status import replica_status
+
+    found = replica_status(stores, target, binary, home)
     if as_json:
         render.emit_json({"url": target.url, "stores": [s.to_dict() for s in found]})
     else:
@@ -277,6 +279,9 @@ def restore_from(
         fetch_s = time.monotonic() - started
         size = os.stat(copy).st_size
         prepared = restore_lib.prepare_restore(copy, home, force=force)
+    # The plan names the scratch copy; say what it is a copy of.
+    when = "its latest" if moment is None else lib.timestamp_arg(moment)
+    prepared.plan.created_at = f"{when} from the replica {target.store_url('state.db')}"
     # The fetched copy is gone; the prepared restore holds its own checked copy.
     with prepared:
         store_views.restore_plan(prepared.plan, err=as_json)

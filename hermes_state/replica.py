@@ -42,7 +42,6 @@ TOOL_TIMEOUT_S = 120.0  # one listing or status call of the binary
 RESTORE_TIMEOUT_S = 3600.0  # one restore (large stores over a slow link)
 SNAPSHOT_TIMEOUT_S = 3600.0
 READ_TIMEOUT_S = 10.0
-_LTX_NAME = re.compile(r"([0-9a-f]{16})-([0-9a-f]{16})\.ltx\Z")
 
 
 class ReplicaError(HermesStateError):
@@ -230,7 +229,7 @@ def write_config(
     return path
 
 
-def _argv(binary: str, command: str, config: Path, *args: str) -> list[str]:
+def litestream_argv(binary: str, command: str, config: Path, *args: str) -> list[str]:
     """Return a litestream command line on our config (no environment expansion in it)."""
     return [binary, command, "-config", str(config), "-no-expand-env", *args]
 
@@ -262,7 +261,6 @@ def _die_with_parent() -> None:
 def supervise(
     argv: Sequence[str],
     *,
-    on_start: Callable[[int], None] | None = None,
     tick: Callable[[], None] | None = None,
     tick_every_s: float = 10.0,
 ) -> RunResult:
@@ -289,8 +287,6 @@ def supervise(
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     killed = False
     try:
-        if on_start is not None:
-            on_start(proc.pid)
         deadline: float | None = None
         next_tick = time.monotonic() + tick_every_s
         while True:
@@ -325,7 +321,7 @@ def replicate_argv(
     extra = ["-once"] if once else []
     if force_snapshot:
         extra.append("-force-snapshot")
-    return _argv(binary, "replicate", config, *extra)
+    return litestream_argv(binary, "replicate", config, *extra)
 
 
 # --- one snapshot --------------------------------------------------------------------------------
@@ -375,12 +371,15 @@ def push_snapshot(
         result.copy_s = time.monotonic() - started
         config = write_config(work.path, pairs, target, log_level="warn")
         started = time.monotonic()
-        done = _run(
+        done = run_tool(
             replicate_argv(binary, config, once=True, force_snapshot=True), SNAPSHOT_TIMEOUT_S
         )
         result.push_s = time.monotonic() - started
         if done.returncode != 0:
-            raise ReplicaError(f"litestream could not push the snapshot: {_last_line(done)}")
+            why = last_line(done)
+            raise ReplicaError(
+                f"litestream could not push the snapshot: {why}", hint=failure_hint(why)
+            )
     return result
 
 
@@ -425,7 +424,7 @@ class SnapshotPusher:
         return result
 
 
-def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def run_tool(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str]:
     """Run a litestream command to its end (bounded), capturing its output."""
     try:
         return subprocess.run(
@@ -440,174 +439,22 @@ def _run(argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str
         raise ReplicaError(f"litestream did not answer within {timeout:.0f} s") from exc
 
 
-def _last_line(done: subprocess.CompletedProcess[str]) -> str:
+def failure_hint(why: str) -> str | None:
+    """Return what to do about a failure litestream reported, when it is a known one."""
+    if "RootCAs" in why:
+        # Litestream 0.5's S3 client cannot take a custom CA bundle from the environment.
+        return "Litestream cannot use AWS_CA_BUNDLE: run it with that variable unset."
+    if "NoCredentialProviders" in why or "no EC2 IMDS role" in why or "credentials" in why:
+        return "Set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_REGION)."
+    return None
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
     """Return the last meaningful line litestream printed (its error)."""
     lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
     text = lines[-1] if lines else f"exit code {done.returncode}"
     text = re.sub(r"^(time=\S+ level=\S+ msg=|Error: )", "", text)
     return "".join(ch if ch.isprintable() else "?" for ch in text)[:300]
-
-
-# --- what a replica holds ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LtxFile:
-    """One LTX file of a replica: its compaction level, transaction range, size and time."""
-
-    level: int
-    min_txid: int
-    max_txid: int
-    size: int
-    time: float
-
-
-@dataclass
-class ReplicaStatus:
-    """What a replica holds for one store, and how far it is behind the store here."""
-
-    rel: str
-    url: str
-    files: int = 0
-    bytes: int = 0
-    latest_txid: int | None = None
-    latest_time: float | None = None
-    snapshot: bool = False
-    snapshot_time: float | None = None
-    local_txid: int | None = None
-    local_time: float | None = None
-
-    @property
-    def restorable(self) -> bool:
-        """Tell whether a restore can start: a full snapshot is there."""
-        return self.snapshot
-
-    @property
-    def behind(self) -> int | None:
-        """Return how many transactions the store here has that the replica lacks."""
-        if self.local_txid is None:
-            return None
-        return max(0, self.local_txid - (self.latest_txid or 0))
-
-    @property
-    def lag_s(self) -> float | None:
-        """Return how far (seconds) the replica's latest change is behind the store's here."""
-        if self.local_time is None or self.latest_time is None:
-            return None
-        if not self.behind:
-            return 0.0
-        return max(0.0, self.local_time - (self.latest_time or 0.0))
-
-    def problem(self) -> str | None:
-        """Return why a restore from this replica would fail, or None."""
-        if self.files == 0:
-            return "the replica holds nothing for this store"
-        if not self.snapshot:
-            return (
-                "the replica has no snapshot (it was deleted or lost): Litestream keeps adding "
-                "increments to it, but a restore from it fails"
-            )
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "store": self.rel,
-            "url": self.url,
-            "files": self.files,
-            "bytes": self.bytes,
-            "latest_txid": self.latest_txid,
-            "latest_time": self.latest_time,
-            "snapshot": self.snapshot,
-            "snapshot_time": self.snapshot_time,
-            "local_txid": self.local_txid,
-            "behind_txids": self.behind,
-            "lag_s": None if self.lag_s is None else round(self.lag_s, 3),
-            "restorable": self.restorable,
-            "problem": self.problem(),
-        }
-
-
-def _iso_seconds(text: str) -> float:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def list_ltx(binary: str, config: Path, db_path: Path) -> list[LtxFile]:
-    """Return every LTX file the replica of db_path holds, at every level."""
-    done = _run(
-        _argv(binary, "ltx", config, "-level", "all", "-json", str(db_path)), TOOL_TIMEOUT_S
-    )
-    if done.returncode != 0:
-        raise ReplicaError(f"litestream could not list the replica: {_last_line(done)}")
-    try:
-        rows = json.loads(done.stdout or "[]") or []
-        return [
-            LtxFile(
-                int(r["level"]),
-                int(r["min_txid"], 16),
-                int(r["max_txid"], 16),
-                int(r["size"]),
-                _iso_seconds(str(r["timestamp"])),
-            )
-            for r in rows
-        ]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ReplicaError(f"litestream listed the replica in an unknown form: {exc}") from exc
-
-
-def _local_position(store: Path) -> tuple[int | None, float | None]:
-    """Return the newest transaction Litestream staged for a store here, and its time."""
-    level0 = store.parent / f".{store.name}-litestream" / "ltx" / "0"
-    best: tuple[int | None, float | None] = (None, None)
-    try:
-        entries = list(os.scandir(level0))
-    except OSError:
-        return best
-    for entry in entries:
-        m = _LTX_NAME.match(entry.name)
-        if m is None:
-            continue
-        txid = int(m.group(2), 16)
-        if best[0] is None or txid > best[0]:
-            with contextlib.suppress(OSError):
-                best = (txid, entry.stat().st_mtime)
-    return best
-
-
-def replica_status(
-    stores: Sequence[ReplicatedStore], target: Target, binary: str, home: Path
-) -> list[ReplicaStatus]:
-    """Return what the target holds for each store (and how far behind the store here it is)."""
-    out = []
-    with work_dir(home) as work:
-        config = write_config(work.path, [(s.path, s.rel) for s in stores], target)
-        for store in stores:
-            files = list_ltx(binary, config, store.path)
-            status = ReplicaStatus(store.rel, target.store_url(store.rel), files=len(files))
-            status.bytes = sum(f.size for f in files)
-            if files:
-                newest = max(files, key=lambda f: (f.max_txid, f.time))
-                status.latest_txid, status.latest_time = newest.max_txid, newest.time
-            # A restore starts from a file holding the whole database: one that begins at
-            # transaction 1 (the first sync, or a snapshot of level 9).
-            full = [f for f in files if f.min_txid == 1]
-            status.snapshot = bool(full)
-            if full:
-                status.snapshot_time = max(f.time for f in full)
-            status.local_txid, status.local_time = _local_position(store.path)
-            out.append(status)
-    return out
-
-
-def replica_stores(target: Target) -> list[str]:
-    """Return the stores a file:// target holds (rel names); [] for a remote target."""
-    where = target.local_dir()
-    if where is None or not where.is_dir():
-        return []
-    found = []
-    for ltx in sorted(where.rglob("ltx")):
-        if ltx.is_dir():
-            found.append(ltx.parent.relative_to(where).as_posix())
-    return found
 
 
 # --- fetching a store back -----------------------------------------------------------------------
@@ -628,10 +475,10 @@ def fetch_store(
     args = ["-o", str(dest)]
     if at is not None:
         args += ["-timestamp", timestamp_arg(at)]
-    done = _run(_argv(binary, "restore", config, *args, str(dest)), RESTORE_TIMEOUT_S)
+    done = run_tool(litestream_argv(binary, "restore", config, *args, str(dest)), RESTORE_TIMEOUT_S)
     if done.returncode != 0 or not dest.is_file():
-        why = _last_line(done)
-        hint = (
+        why = last_line(done)
+        hint = failure_hint(why) or (
             "Check it with: hermes replicate --to URL --status"
             if "no matching backup" in why or "no snapshot" in why
             else None
@@ -645,9 +492,17 @@ def fetch_store(
 def fetched(
     home: Path, target: Target, binary: str, *, rel: str = STORE_FILE, at: float | None = None
 ) -> Iterator[Path]:
-    """Yield a private restored copy of one store's replica (removed afterwards)."""
-    with work_dir(home) as work:
-        yield fetch_store(target, rel, work.path / "fetched.db", binary, at=at)
+    """Yield a private restored copy of one store's replica (removed afterwards; a home made
+    for it is removed again when the fetch fails)."""
+    made = not home.exists()
+    try:
+        with work_dir(home) as work:
+            yield fetch_store(target, rel, work.path / "fetched.db", binary, at=at)
+    except ReplicaError:
+        if made:
+            with contextlib.suppress(OSError):
+                home.rmdir()  # only when still empty
+        raise
 
 
 # --- other machines' replicas -------------------------------------------------------------------
@@ -680,7 +535,7 @@ def machine_names(home: Path) -> list[str]:
 
 def follow_argv(binary: str, config: Path, dest: Path, *, interval_s: float = 1.0) -> list[str]:
     """Return the `litestream restore -f` command line that keeps dest a read copy."""
-    return _argv(
+    return litestream_argv(
         binary,
         "restore",
         config,

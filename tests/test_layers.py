@@ -72,6 +72,7 @@ LAYERS: list[set[str]] = [
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
     {"vault_search", "restore"},
     {"replica"},
+    {"replica_status"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 

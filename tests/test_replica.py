@@ -16,6 +16,7 @@ from support.children import child_env, hermes_argv
 from support.stores import make_wal_store, populate_store
 
 from hermes_state import replica
+from hermes_state.replica_status import ReplicaStatus
 
 
 def _mode(db: Path) -> str:
@@ -175,16 +176,14 @@ def test_all_profiles_puts_named_profiles_under_profiles(hermes_home: Path) -> N
 
 
 def test_status_reads_lag_and_the_missing_snapshot() -> None:
-    status = replica.ReplicaStatus("state.db", "file:///r/state.db", files=3)
+    status = ReplicaStatus("state.db", "file:///r/state.db", files=3)
     status.latest_txid, status.latest_time = 7, 1000.0
     status.local_txid, status.local_time = 9, 1004.5
     assert status.behind == 2 and status.lag_s == 4.5
     assert status.problem() is not None and "no snapshot" in status.problem()  # type: ignore[operator]
     status.snapshot = True
     assert status.problem() is None and status.restorable
-    assert replica.ReplicaStatus("state.db", "u").problem() == (
-        "the replica holds nothing for this store"
-    )
+    assert ReplicaStatus("state.db", "u").problem() == ("the replica holds nothing for this store")
 
 
 def test_follow_needs_a_name_and_a_good_one(hermes_home: Path, tmp_path: Path) -> None:
