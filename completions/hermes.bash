@@ -49,12 +49,12 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --after-id | --by | --chart | --color | --count | --exclude-source | --fields | --format | --from | --interval | --keep | --limit | --model | --newer-than | --offset | --older-than | --on-conflict | --on-title-clash | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
+            --after-id | --as | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --follow | --format | --from | --interval | --keep | --limit | --machine | --model | --newer-than | --offset | --older-than | --on-conflict | --on-title-clash | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
         case "$candidate" in
-            "restore" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
+            "restore" | "replicate" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
             *) npos=$((npos + 1)) ;;
         esac
     done
@@ -65,6 +65,13 @@ _hermes() {
     esac
     case "$cmdpath:$prev" in
         ":--wait") _hermes_offer "" "$cur"; return ;;
+        "restore:--from") _hermes_offer "" "$cur"; return ;;
+        "restore:--at") _hermes_offer "" "$cur"; return ;;
+        "restore:--endpoint") _hermes_offer "" "$cur"; return ;;
+        "replicate:--to") _hermes_offer "" "$cur"; return ;;
+        "replicate:--endpoint") _hermes_offer "" "$cur"; return ;;
+        "replicate:--follow") _hermes_offer "" "$cur"; return ;;
+        "replicate:--as") _hermes_offer "" "$cur"; return ;;
         "usage:--since") _hermes_offer "" "$cur"; return ;;
         "usage:--until") _hermes_offer "" "$cur"; return ;;
         "usage:--by") _hermes_offer "=day,week,month,model,provider,task,source,session" "$cur"; return ;;
@@ -85,6 +92,7 @@ _hermes() {
         "sessions list:-n" | "sessions list:--limit") _hermes_offer "" "$cur"; return ;;
         "sessions list:--offset") _hermes_offer "" "$cur"; return ;;
         "sessions list:--sort") _hermes_offer "=started,active" "$cur"; return ;;
+        "sessions list:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions list:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions list:--fields") _hermes_offer "" "$cur"; return ;;
         "sessions list:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
@@ -95,6 +103,7 @@ _hermes() {
         "sessions search:--until") _hermes_offer "" "$cur"; return ;;
         "sessions search:-n" | "sessions search:--limit") _hermes_offer "" "$cur"; return ;;
         "sessions search:--sort") _hermes_offer "=rank,newest,oldest" "$cur"; return ;;
+        "sessions search:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions search:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions search:--fields") _hermes_offer "" "$cur"; return ;;
         "sessions search:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
@@ -104,6 +113,7 @@ _hermes() {
         "sessions browse:--print") _hermes_offer "=id,resume" "$cur"; return ;;
         "sessions show:--tail") _hermes_offer "" "$cur"; return ;;
         "sessions show:--role") _hermes_offer "roles" "$cur"; return ;;
+        "sessions show:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions show:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions show:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
         "sessions export:-o" | "sessions export:--output") _hermes_offer "files" "$cur"; return ;;
@@ -143,16 +153,17 @@ _hermes() {
     local opts="" subs="" spec="" variadic=0
     local -a args=()
     case "$cmdpath" in
-        "") opts="-p --profile --wait --no-wait --version -h --help"; subs="restore usage watch mcp sessions db profile vault backup completion" ;;
-        "restore") opts="--yes -y --force --no-vault --json -h --help -p --profile"; args=("files") ;;
+        "") opts="-p --profile --wait --no-wait --version -h --help"; subs="restore replicate usage watch mcp sessions db profile vault backup completion" ;;
+        "restore") opts="--from --at --endpoint --yes -y --force --no-vault --json -h --help -p --profile"; args=("files") ;;
+        "replicate") opts="--to --endpoint --all-profiles --snapshot --status --follow --as --json -h --help -p --profile" ;;
         "usage") opts="--since --until --by --source --model --chart --live --format --json --fields --color --no-pager -h --help -p --profile" ;;
         "watch") opts="--once --count --interval --format --json --color -h --help -p --profile" ;;
         "mcp") opts="--redact --no-redact -h --help -p --profile" ;;
         "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
-        "sessions list") opts="--source --exclude-source --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --format --json --fields --color --no-pager -h --help -p --profile" ;;
-        "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --format --json --fields --color --no-pager -h --help -p --profile"; args=(""); variadic=1 ;;
+        "sessions list") opts="--source --exclude-source --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --machine --format --json --fields --color --no-pager -h --help -p --profile" ;;
+        "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --machine --format --json --fields --color --no-pager -h --help -p --profile"; args=(""); variadic=1 ;;
         "sessions browse") opts="--source --role --since --archived --print --print-id --vault -h --help -p --profile"; args=("") ;;
-        "sessions show") opts="--all --tail --role --reasoning --redact --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
+        "sessions show") opts="--all --tail --role --reasoning --redact --machine --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than --after-id --redact -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict --on-title-clash --json -h --help -p --profile"; args=("files") ;;
         "sessions delete") opts="--yes -y -h --help -p --profile"; args=("ids") ;;

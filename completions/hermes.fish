@@ -2,8 +2,8 @@
 # Install: hermes completion install fish (or copy this file to
 # ~/.config/fish/completions/hermes.fish).
 
-set -g __hermes_known 'restore' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
-set -g __hermes_value_flags --after-id --by --chart --color --count --exclude-source --fields --format --from --interval --keep --limit --model --newer-than --offset --older-than --on-conflict --on-title-clash --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
+set -g __hermes_known 'restore' 'replicate' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
+set -g __hermes_value_flags --after-id --as --at --by --chart --color --count --endpoint --exclude-source --fields --follow --format --from --interval --keep --limit --machine --model --newer-than --offset --older-than --on-conflict --on-title-clash --output --print --report --role --session-id --since --sort --source --tail --to --until --wait -n -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
 function __hermes_profile_args
@@ -81,6 +81,7 @@ end
 complete -c hermes -f
 complete -c hermes -s p -l profile -x -k -a '(__hermes_values profiles)' -d 'Use profile NAME for this command (works anywhere on the line).'
 complete -c hermes -n '__hermes_at \'\'' -a restore -d 'Restore an archive into this profile\'s home: every store (ledger included) and file.'
+complete -c hermes -n '__hermes_at \'\'' -a replicate -d 'Stream this profile\'s store and its vault stores to a replica, until stopped.'
 complete -c hermes -n '__hermes_at \'\'' -a usage -d 'Show input, output, cache and reasoning tokens, API calls and cost (read-only).'
 complete -c hermes -n '__hermes_at \'\'' -a watch -d 'Watch the store live (read-only): sessions active now, messages per minute, sizes, locks.'
 complete -c hermes -n '__hermes_at \'\'' -a mcp -d 'Serve this profile\'s sessions to an AI client over MCP (stdio; read-only).'
@@ -95,11 +96,23 @@ complete -c hermes -n '__hermes_at \'\'' -l no-wait -d 'Give up at once when ano
 complete -c hermes -n '__hermes_at \'\'' -l version -d 'Print the version and exit.'
 complete -c hermes -n '__hermes_at \'\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_arg \'restore\' 0' -F
+complete -c hermes -n '__hermes_at \'restore\'' -l from -x -d 'Restore the store from a replica `hermes replicate --to URL` wrote, instead of an archive.'
+complete -c hermes -n '__hermes_at \'restore\'' -l at -x -d 'With --from: the store as it was then (2026-12-01T14:30, 2h, yesterday, \'3 days ago\'); default: its latest.'
+complete -c hermes -n '__hermes_at \'restore\'' -l endpoint -x -d 'An S3-compatible server for an s3:// target (MinIO, R2, a local one); credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.'
 complete -c hermes -n '__hermes_at \'restore\'' -l yes -s y -d 'Do not ask for confirmation.'
 complete -c hermes -n '__hermes_at \'restore\'' -l force -d 'Proceed even while another process holds the store.'
 complete -c hermes -n '__hermes_at \'restore\'' -l no-vault -d 'Leave the vault (vault/<YYYY>.db of each profile) out; by default it is included.'
 complete -c hermes -n '__hermes_at \'restore\'' -l json -d 'Print the result as one JSON document on stdout, and nothing else.'
 complete -c hermes -n '__hermes_at \'restore\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l to -x -d 'Where the replica goes: file:///DIR, s3://BUCKET/PREFIX or sftp://USER@HOST/PATH. Each store goes under it by its path in the home (state.db, vault/<YYYY>.db; profiles/NAME/… with --all-profiles).'
+complete -c hermes -n '__hermes_at \'replicate\'' -l endpoint -x -d 'An S3-compatible server for an s3:// target (MinIO, R2, a local one); credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l all-profiles -d 'Replicate every profile\'s stores.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l snapshot -d 'Push one consistent snapshot and exit (for a timer): a private copy made with SQLite\'s backup API, never the live file; works on any journal mode.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l status -d 'Tell what the replica holds (latest change, lag, snapshot).'
+complete -c hermes -n '__hermes_at \'replicate\'' -l follow -x -d 'Keep a local read copy of another machine\'s replica (its state.db) under <home>/machines/NAME, 1-2 s behind, until stopped; `sessions search|list|show --machine NAME|all` read it.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l as -x -d 'With --follow: the machine\'s name here.'
+complete -c hermes -n '__hermes_at \'replicate\'' -l json -d 'Print the result as one JSON document on stdout, and nothing else.'
+complete -c hermes -n '__hermes_at \'replicate\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'usage\'' -l since -x -d 'Only usage recorded at or after WHEN. WHEN: a duration back from now (7d, 12h, 2w, \'2 weeks ago\'), today, yesterday, \'last monday\', or an ISO date (2026-01-31).'
 complete -c hermes -n '__hermes_at \'usage\'' -l until -x -d 'Only usage recorded before WHEN. WHEN: a duration back from now (7d, 12h, 2w, \'2 weeks ago\'), today, yesterday, \'last monday\', or an ISO date (2026-01-31).'
 complete -c hermes -n '__hermes_at \'usage\'' -l by -x -a 'day week month model provider task source session' -d 'Sum per day, week (from Monday), month (local time), model, provider, task (the conversation itself, or a side task such as title generation), source, or session.'
@@ -149,6 +162,7 @@ complete -c hermes -n '__hermes_at \'sessions list\'' -l sort -x -a 'started act
 complete -c hermes -n '__hermes_at \'sessions list\'' -l reverse -d 'Oldest first (reverses --sort).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l all-profiles -d 'List the root and every named profile (adds Profile).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l vault -d 'Include vaulted sessions, marked [vault 2025] ("vault": "2025" in machine formats, null for live ones).'
+complete -c hermes -n '__hermes_at \'sessions list\'' -l machine -x -d 'Read another machine\'s sessions: the copy `hermes replicate --follow URL --as NAME` keeps; \'all\' reads this machine\'s and every followed one\'s, each marked [machine NAME] ("machine" in machine formats).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'sessions list\'' -l fields -x -d 'Machine formats: only these fields, in this order (`--json=id,title` is short for `--json --fields id,title`).'
@@ -165,6 +179,7 @@ complete -c hermes -n '__hermes_at \'sessions search\'' -l sort -x -a 'rank newe
 complete -c hermes -n '__hermes_at \'sessions search\'' -l all -l complete -d 'Examine every message and rank every match. By default a search stops at a work budget (about 200,000 candidates) and ranks the newest 2,000 matches; the output says when it did.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l archived -d 'Include archived sessions.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l live -d 'Search the live store only (leave out the vault\'s sessions).'
+complete -c hermes -n '__hermes_at \'sessions search\'' -l machine -x -d 'Read another machine\'s sessions: the copy `hermes replicate --follow URL --as NAME` keeps; \'all\' reads this machine\'s and every followed one\'s, each marked [machine NAME] ("machine" in machine formats).'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'sessions search\'' -l fields -x -d 'Machine formats: only these fields, in this order (`--json=id,title` is short for `--json --fields id,title`).'
@@ -186,6 +201,7 @@ complete -c hermes -n '__hermes_at \'sessions show\'' -l tail -x -d 'Only the la
 complete -c hermes -n '__hermes_at \'sessions show\'' -l role -x -k -a '(__hermes_values roles)' -d 'Only messages of role R: user, assistant, tool, system (repeatable).'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l reasoning -d 'Also print the model\'s reasoning text.'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l redact -d 'Replace API keys, tokens, private keys and passwords in the title, message text, tool calls and reasoning with [REDACTED:kind].'
+complete -c hermes -n '__hermes_at \'sessions show\'' -l machine -x -d 'Read another machine\'s sessions: the copy `hermes replicate --follow URL --as NAME` keeps; \'all\' reads this machine\'s and every followed one\'s, each marked [machine NAME] ("machine" in machine formats).'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l json -d 'Same as --format json.'
 complete -c hermes -n '__hermes_at \'sessions show\'' -l color -x -a 'auto always never' -d 'Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), always, or never. Colour never changes the layout.'

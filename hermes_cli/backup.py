@@ -15,6 +15,7 @@ from hermes_cli.options import (
     command,
     examples_epilog,
 )
+from hermes_cli.replicate import EndpointOption
 
 BACKUP_EXAMPLES = [
     "hermes backup",
@@ -174,7 +175,7 @@ def list_backups(
 
 def restore(
     archive: Annotated[
-        Path,
+        Path | None,
         typer.Argument(
             metavar="ARCHIVE",
             exists=True,
@@ -182,7 +183,26 @@ def restore(
             help="An archive from hermes backup, or a store file: the copy `hermes sessions "
             "recover --to NEW.db` wrote, or a state.db.pre-restore-* copy.",
         ),
-    ],
+    ] = None,
+    from_url: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            metavar="URL",
+            help="Restore the store from a replica `hermes replicate --to URL` wrote, instead "
+            "of an archive.",
+        ),
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="WHEN",
+            help="With --from: the store as it was then (2026-12-01T14:30, 2h, yesterday, "
+            "'3 days ago'); default: its latest.",
+        ),
+    ] = None,
+    endpoint: EndpointOption = None,
     yes: YesFlag = False,
     force: ForceFlag = False,
     no_vault: NoVaultFlag = False,
@@ -204,7 +224,20 @@ def restore(
     it installs that file as this profile's state.db with the same checks and the same
     safety: checked on a copy, the current store kept aside, refused while the agent runs.
     With --json the plan and the question go to stderr and the result to stdout.
+
+    With --from URL the store is fetched from a replica `hermes replicate` wrote (as of --at,
+    Litestream's point-in-time restore) and installed with the same checks and safety.
     """
+    if (archive is None) == (from_url is None):
+        raise typer.BadParameter("give an ARCHIVE or --from URL (one of them)")
+    if from_url is None and (at is not None or endpoint is not None):
+        raise typer.BadParameter("--at and --endpoint go with --from URL")
+    if from_url is not None:
+        from hermes_cli.replicate import restore_from
+
+        restore_from(from_url, at=at, endpoint=endpoint, yes=yes, force=force, as_json=as_json)
+        return
+    assert archive is not None
     from hermes_state import restore as lib
     from hermes_state.home import get_hermes_home
 
@@ -237,5 +270,6 @@ def register(root: Any) -> None:
             "hermes restore ~/.hermes/backups/hermes-backup-default-20261202-153602.zip",
             "hermes restore ~/.hermes/state-recovered-20261202.db",
             "hermes restore ARCHIVE --yes --json",
+            "hermes restore --from file:///mnt/nas/hermes --at yesterday",
         ],
     )(restore)

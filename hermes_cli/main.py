@@ -200,6 +200,7 @@ def build_app() -> Any:
         db,
         mcp_server,
         profile,
+        replicate,
         sessions,
         usage,
         vault,
@@ -260,6 +261,7 @@ def build_app() -> Any:
     app.add_typer(profile.app, name="profile")
     app.add_typer(vault.app, name="vault")
     backup.register(app)
+    replicate.register(app)
     usage.register(app)
     watch.register(app)
     mcp_server.register(app)

@@ -8,6 +8,7 @@ people) or to output (json, jsonl, csv, tsv: the vocabulary of hermes_cli.record
 import collections
 import dataclasses
 import io
+import itertools
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -18,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from hermes_cli import output, records, render, session_views, store_views
+from hermes_cli.machines import MachineOption
 from hermes_cli.options import (
     AGE_HELP,
     UNLIMITED,
@@ -188,6 +190,7 @@ def list_sessions(
             "formats, null for live ones).",
         ),
     ] = False,
+    machine: MachineOption = None,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     fields: FieldsOption = None,
@@ -214,6 +217,13 @@ def list_sessions(
     settings = _setup(fmt, as_json, color, pager=not no_pager)
     picked = fields_of(fields)
     session_keys = (*records.SESSION_KEYS, "vault") if vaulted else records.SESSION_KEYS
+    if machine is not None:
+        if vaulted or all_profiles:
+            raise typer.BadParameter(
+                "--machine reads each machine's store; leave out --vault and --all-profiles",
+                param_hint="--machine",
+            )
+        session_keys = (*session_keys, "machine")
     left_out: int | None = None  # vaulted sessions a live-only listing leaves out
     if picked is not None:
         _check_fields(picked, session_keys)
@@ -247,6 +257,32 @@ def list_sessions(
         rows, total = spanned.rows, spanned.total
         for r in rows:
             r["profile"] = stores.profile_name()
+    elif machine is not None:
+        from hermes_cli import machines
+
+        pages = []
+        for machine_name, where in machines.homes(machine):
+            with machines.reading(where):
+                try:
+                    with stores.read_store() as store:
+                        got = _list_one(
+                            stores.profile_name(),
+                            store,
+                            filters=filters,
+                            counted=counted,
+                            limit=limit + offset,
+                            offset=0,
+                        )
+                except StoreNotFoundError:
+                    got = ([], 0)
+            for r in got[0]:
+                r["machine"] = machine_name
+            pages.append(got)
+        key = "last_active" if sort is ListSort.active else "started_at"
+        merged = [r for rows, _ in pages for r in rows]
+        merged.sort(key=lambda r: (r.get(key) or 0, r["id"]), reverse=not reverse)
+        rows = merged[offset : offset + limit]
+        total = sum(t for _, t in pages)
     elif all_profiles:
         pages, errors = stores.across_profiles(
             lambda name, store: _list_one(
@@ -277,7 +313,11 @@ def list_sessions(
             rows, total = [], 0
     shaped, keys = records.pick(
         (
-            {**records.session(r), "vault": r.get("vault")} if vaulted else records.session(r)
+            {**records.session(r), "vault": r.get("vault")}
+            if vaulted
+            else {**records.session(r), "machine": r.get("machine")}
+            if machine is not None
+            else records.session(r)
             for r in rows
         ),
         session_keys,
@@ -316,6 +356,13 @@ def list_sessions(
         rows = [
             {**r, "title": f"[vault {r['vault']}] {session_views.session_label(r)}"}
             if r.get("vault")
+            else r
+            for r in rows
+        ]
+    if machine is not None:
+        rows = [
+            {**r, "title": f"[machine {r['machine']}] {session_views.session_label(r)}"}
+            if r.get("machine")
             else r
             for r in rows
         ]
@@ -435,6 +482,7 @@ def search(
         bool,
         typer.Option("--live", help="Search the live store only (leave out the vault's sessions)."),
     ] = False,
+    machine: MachineOption = None,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     fields: FieldsOption = None,
@@ -458,7 +506,7 @@ def search(
     the statistics of all the stores together (the same BM25 scores, to rounding). Counts are
     sums over the stores, and each store has its own work budget.
     """
-    from hermes_cli import pager, stores
+    from hermes_cli import machines, pager, stores
     from hermes_state import search as lib, sessions as known, vault_search
     from hermes_state.errors import StoreNotFoundError
 
@@ -469,49 +517,70 @@ def search(
     settings = _setup(fmt, as_json, color, pager=not no_pager)
     picked = fields_of(fields)
     if picked is not None:
-        _check_fields(picked, records.HIT_KEYS)
+        _check_fields(
+            picked, (*records.HIT_KEYS, "machine") if machine is not None else records.HIT_KEYS
+        )
     for warning in lib.query_warnings(query):
         render.echo(f"Note: {warning.message}; {warning.hint}.", err=True)
     hidden = 0
     marks: dict[str, str | None] = {}
-    try:
-        with stores.read_store() as store:
-            home = store.path.parent
+    found: list[tuple[Any, dict[str, str | None]]] = []
+    for machine_name, where in machines.homes(machine):
+        with machines.reading(where):
             try:
-                _check_sources(store, source)
-            except typer.BadParameter:
-                # A source only vaulted sessions have is a fine filter for the whole search.
-                if live_only or not set(source or ()) <= (
-                    set(known.distinct_sources(store)) | vault_search.vault_sources(store, home)
-                ):
-                    raise
-            hits = vault_search.search_spanning(
-                store,
-                home,
-                query,
-                vaulted=not live_only,
-                source_filter=source or None,
-                exclude_sources=exclude_source or None,
-                role_filter=role or None,
-                limit=limit or UNLIMITED,
-                sort=(sort or SearchSort.rank).value,
-                after=cutoff(since),
-                before=cutoff(until),
-                archived=None if archived else False,
-                complete=complete,
-                strict_sort=sort is not None,
-            )
-            titles = vault_search.hit_titles(store, home, hits)
-            for h in hits:
-                title = titles.get(h["session_id"])
-                vaulted = f"[vault {h['vault']}]" if h.get("vault") else None
-                marks[h["session_id"]] = f"{vaulted} {title or ''}".rstrip() if vaulted else title
-            if not hits and not archived:
-                hidden = _archived_matches(store, query, source, exclude_source, role, since, until)
-    except StoreNotFoundError:
-        hits, titles = lib.SearchResult(route="none"), {}
+                with stores.read_store() as store:
+                    home = store.path.parent
+                    try:
+                        _check_sources(store, source)
+                    except typer.BadParameter:
+                        # A source only vaulted sessions have is a fine filter for the whole search.
+                        if live_only or not set(source or ()) <= (
+                            set(known.distinct_sources(store))
+                            | vault_search.vault_sources(store, home)
+                        ):
+                            raise
+                    hits = vault_search.search_spanning(
+                        store,
+                        home,
+                        query,
+                        vaulted=not live_only,
+                        source_filter=source or None,
+                        exclude_sources=exclude_source or None,
+                        role_filter=role or None,
+                        limit=limit or UNLIMITED,
+                        sort=(sort or SearchSort.rank).value,
+                        after=cutoff(since),
+                        before=cutoff(until),
+                        archived=None if archived else False,
+                        complete=complete,
+                        strict_sort=sort is not None,
+                    )
+                    titles = vault_search.hit_titles(store, home, hits)
+                    for h in hits:
+                        title = titles.get(h["session_id"])
+                        vaulted = f"[vault {h['vault']}]" if h.get("vault") else None
+                        mark = f"{vaulted} {title or ''}".rstrip() if vaulted else title
+                        marks[h["session_id"]] = machines.mark(machine_name, mark)
+                        if machine is not None:
+                            h["machine"] = machine_name
+                    if not hits and not archived:
+                        hidden += _archived_matches(
+                            store, query, source, exclude_source, role, since, until
+                        )
+            except StoreNotFoundError:
+                hits, titles = lib.SearchResult(route="none"), {}
+            found.append((hits, titles))
+    hits, titles = _merge_machines(found, (sort or SearchSort.rank).value, limit or UNLIMITED)
+    hit_keys = (*records.HIT_KEYS, "machine") if machine is not None else records.HIT_KEYS
     shaped, keys = records.pick(
-        (records.hit(h, titles.get(h["session_id"])) for h in hits), records.HIT_KEYS, picked
+        (
+            {**records.hit(h, titles.get(h["session_id"])), "machine": h.get("machine")}
+            if machine is not None
+            else records.hit(h, titles.get(h["session_id"]))
+            for h in hits
+        ),
+        hit_keys,
+        picked,
     )
     document = {
         "query": query,
@@ -542,6 +611,42 @@ def search(
         # The vault mark leads the title, so the header line says where the hit lives.
         session_views.search_hits(hits, marks)
         render.echo("\n" + _count_line(hits))
+
+
+def _merge_machines(
+    found: list[tuple[Any, dict[str, str | None]]], sort: str, limit: int
+) -> tuple[Any, dict[str, str | None]]:
+    """Return one answer from each machine's: newest/oldest by time; ranked answers (each
+    machine's own BM25 order) interleaved, this machine's first; counts summed."""
+    from hermes_state import search as lib
+
+    if len(found) == 1:
+        return found[0]
+    results = [hits for hits, _ in found]
+    if sort == "rank":
+        merged = [h for row in itertools.zip_longest(*results) for h in row if h is not None]
+    else:
+        merged = sorted(
+            (h for hits in results for h in hits),
+            key=lambda h: float(h.get("timestamp") or 0),
+            reverse=sort == "newest",
+        )
+    first = results[0]
+    combined = lib.SearchResult(
+        merged[:limit],
+        ordering=first.ordering,
+        route=first.route,
+        partial=any(r.partial for r in results),
+        ranked=first.ranked,
+        examined=first.examined,
+        candidates=first.candidates,
+        searched_back_to=first.searched_back_to,
+        matches=sum(r.matches for r in results),
+        sessions=sum(r.sessions for r in results),
+        complete=all(r.complete for r in results),
+    )
+    titles = {k: v for _, t in found for k, v in t.items()}
+    return combined, titles
 
 
 def _count_line(hits: Any) -> str:
@@ -783,6 +888,7 @@ def show(
             "text, tool calls and reasoning with [REDACTED:kind].",
         ),
     ] = False,
+    machine: MachineOption = None,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     color: ColorOption = output.ColorMode.auto,
@@ -795,12 +901,17 @@ def show(
     agent resumed after it was vaulted is one conversation: its vaulted history first, then the
     live part, each message marked with where it is.
     """
-    from hermes_cli import pager, stores, vault
+    from hermes_cli import machines, pager, stores, vault
     from hermes_state import messages, redact as redaction, sessions as lib
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
+    machine_name, where = _session_home(machine, session)
     # A session the live store lacks is looked up in the vault (marked with its year).
-    with stores.read_store() as live, vault.session_parts(live, session) as (sid, parts):
+    with (
+        machines.reading(where),
+        stores.read_store() as live,
+        vault.session_parts(live, session) as (sid, parts),
+    ):
         store, year = parts[-1]
         row = lib.require_session(store, sid)
         if redact:
@@ -849,6 +960,8 @@ def show(
             head = {**records.session(row, stores.profile_name()), "vault": year}
             if older:
                 head["vault_parts"] = older
+            if machine is not None:
+                head["machine"] = machine_name
             shaped = ({**records.message(m, sid), "vault": m.get("vault")} for m in rows)
             if settings.format is output.Format.json:
                 output.emit_json_stream(head, "messages", shaped)
@@ -856,6 +969,8 @@ def show(
                 output.emit(settings, None, shaped, (*records.MESSAGE_KEYS, "vault"))
             return
         with pager.paging(settings):
+            if machine_name is not None:
+                render.echo(f"[machine {machine_name}] from the copy in {where} (read-only)")
             if year is not None:
                 render.echo(f"[vault {year}] this session is in vault/{year}.db (read-only)")
             for part, part_year in parts[:-1]:
@@ -870,6 +985,24 @@ def show(
             shown = session_views.transcript(rows, reasoning=reasoning, skipped=skipped)
             if not shown:
                 render.echo("(no messages)")
+
+
+def _session_home(machine: str | None, session: str) -> tuple[str | None, Path]:
+    """Return the machine (None: this one) and home that have the session, this one first."""
+    from hermes_cli import machines, stores, vault
+    from hermes_state.errors import SessionNotFoundError, StoreNotFoundError
+
+    found = machines.homes(machine)
+    if len(found) == 1:
+        return found[0]
+    for name, where in found:
+        with machines.reading(where):
+            try:
+                with stores.read_store() as live, vault.session_store(live, session):
+                    return name, where
+            except (SessionNotFoundError, StoreNotFoundError):
+                continue
+    raise SessionNotFoundError(f"No session {session!r} on this machine or a followed one")
 
 
 # --- export / import ------------------------------------------------------------------------

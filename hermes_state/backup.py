@@ -56,6 +56,7 @@ VERIFY_WORK_PREFIX = ".hermes-verify-"
 WORK_DIR_PREFIXES = (BACKUP_WORK_PREFIX, RESTORE_WORK_PREFIX, VERIFY_WORK_PREFIX)
 PRE_RESTORE_MARK = ".pre-restore-"  # state.db.pre-restore-<stamp>: what a restore replaced
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+REPLICATION_DIR_RE = re.compile(r"\..+-litestream\Z|\.hermes-replica-")
 SKIP_DIRS = frozenset({"__pycache__", ".cache", "backups"})
 SKIP_SUFFIXES = (".lock", ".pyc", ".pyo", ".partial")
 # Runtime files of a running gateway: never archived, never overwritten by a restore.
@@ -276,6 +277,8 @@ def _walk(
                 continue
             if d.startswith(WORK_DIR_PREFIXES) or d == STORE_FILE:
                 continue  # scratch of another run; a state.db directory is refused earlier
+            if REPLICATION_DIR_RE.match(d):
+                continue  # Litestream's local copy of changes, `hermes replicate`'s scratch
             if (here / d).is_symlink():
                 rel_dir = (here / d).relative_to(base).as_posix()
                 notes.append(f"{rel_dir}/: symbolic link, not followed")

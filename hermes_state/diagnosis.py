@@ -30,6 +30,7 @@ from hermes_state.connection import read_only_uri
 from hermes_state.errors import is_lock_error
 from hermes_state.sql import companion, quote
 
+LITESTREAM_PREFIX = "_litestream_"  # _litestream_lock, _litestream_seq: Litestream's tables
 INTEGRITY_LIMIT = 100  # lines asked of integrity_check: enough to name every damaged object
 WAL_HEADER_BYTES = 32
 WAL_FRAME_HEADER_BYTES = 24
@@ -154,6 +155,29 @@ class _Object:
     def owner(self) -> str:
         """The name a problem is reported under: the full-text index for its shadow tables."""
         return self.search or self.name
+
+
+def is_litestream_table(name: str) -> bool:
+    """Tell whether a table is one Litestream adds to a database it replicates."""
+    return name.startswith(LITESTREAM_PREFIX)
+
+
+def litestream_traces(conn: sqlite3.Connection, path: Path) -> str | None:
+    """Say what Litestream left in and beside a store (its tables, its folder), or None."""
+    names = [
+        str(r[0])
+        for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if is_litestream_table(str(r[0]))
+    ]
+    folder = path.parent / f".{path.name}-litestream"
+    if not names and not folder.is_dir():
+        return None
+    what = [", ".join(names) + " (its tables)"] if names else []
+    what += [f"{folder.name}/ (its local copy of changes)"] if folder.is_dir() else []
+    return (
+        f"Litestream's: {'; '.join(what)} — the store is or was replicated "
+        "(hermes replicate); not damage"
+    )
 
 
 def _fts5_names(rows: Sequence[tuple[str, str, str, int, str | None]]) -> list[str]:

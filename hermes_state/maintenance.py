@@ -1327,7 +1327,14 @@ def check_store(store: Store) -> StoreCheck:
             "refuse to write to it (`chmod u+w` allows writes)"
         )
     add("permissions", True, "; ".join(notes) or "0600", warning=bool(notes))
+    attempt("replication", lambda: _replication_check(conn, store.path, add))
     return StoreCheck(str(store.path), tuple(checks), diag)
+
+
+def _replication_check(conn: sqlite3.Connection, path: Path, add: Callable[..., None]) -> None:
+    traces = diagnosis.litestream_traces(conn, path)
+    if traces is not None:
+        add("replication", True, traces)
 
 
 def _journal_check(report: Any, add: Callable[..., None]) -> None:

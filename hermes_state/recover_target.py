@@ -17,6 +17,7 @@ from typing import Any
 
 from hermes_state import cjk, fts, lost_and_found, pages, schema
 from hermes_state.connection import Store, create_bare_store, open_store
+from hermes_state.diagnosis import is_litestream_table
 from hermes_state.recover_report import (
     PLACEHOLDER_TITLE,
     Progress,
@@ -286,6 +287,9 @@ def source_layout(
     for entry in rows:
         name, sql = entry.name, entry.sql
         if entry.kind != "table" or name.startswith("sqlite_") or name in shadow or not sql:
+            continue
+        if is_litestream_table(name):  # Litestream's bookkeeping of the source
+            report.excluded[name] = count_rows(src, name) if src is not None else None
             continue
         if name in virtual:
             if create(name, sql):

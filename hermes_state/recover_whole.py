@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hermes_state import fts, schema
 from hermes_state.connection import Store, create_bare_store
+from hermes_state.diagnosis import is_litestream_table
 from hermes_state.recover_report import (
     Progress,
     RecoveryReport,
@@ -108,8 +109,11 @@ def copy_healthy(
         report.search_indexes = "copied"
         for name in schema.LEDGER_TABLES:
             report.excluded[name] = count_rows(src, name) if name in tables else None
+        litestream = [t for t in tables if is_litestream_table(t)]
+        for name in litestream:  # Litestream's bookkeeping of the source: dropped below
+            report.excluded[name] = count_rows(src, name)
         for name in (*[t for t in FIRST_TABLES if t in tables], *tables):
-            if name in report.tables or name in schema.LEDGER_TABLES:
+            if name in report.tables or name in schema.LEDGER_TABLES or name in litestream:
                 continue
             if is_derived(name, tables) and name != "schema_version":
                 continue  # schema_version is the source's own row: listed as a salvage lists it
@@ -130,6 +134,8 @@ def copy_healthy(
                     "DELETE FROM sqlite_sequence WHERE name = ?",
                     [(n,) for n in schema.LEDGER_TABLES],
                 )
+            for name in litestream:
+                conn.execute(f"DROP TABLE {quote(name)}")
 
         store.write(drop_ledger)
         store.forget_columns()

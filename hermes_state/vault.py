@@ -32,6 +32,7 @@ from hermes_state.connection import (
     create_bare_store,
     read_only_uri,
 )
+from hermes_state.diagnosis import is_litestream_table
 from hermes_state.errors import HermesStateError, SessionNotFoundError
 from hermes_state.home import ensure_private_dir
 from hermes_state.ledger import busy_message, open_work_in
@@ -440,7 +441,10 @@ def _schema_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     out = [
         (str(t), str(n), str(s))
         for t, n, s in rows
-        if s and not str(n).startswith("sqlite_") and n not in shadow
+        if s
+        and not str(n).startswith("sqlite_")
+        and n not in shadow
+        and not is_litestream_table(str(n))  # Litestream's, in a replicated store
     ]
     rank = {"table": 0, "index": 2, "view": 3, "trigger": 4}
 

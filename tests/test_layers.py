@@ -74,6 +74,8 @@ LAYERS: list[set[str]] = [
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
     {"backup"},
     {"vault_search", "restore", "vault_import"},
+    {"replica"},
+    {"replica_status"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 

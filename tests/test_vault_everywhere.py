@@ -40,8 +40,10 @@ REFUSES = {
 # Covered by tests of their own: the full-screen browser and the MCP server (test_browse_vault,
 # test_mcp_vault), the vault's move and return (test_vault*), backup and restore
 # (test_vault_backup), import of a vaulted id (test_portability), prune (live store only: a
-# vaulted session is never pruned), recover (one store file at a time, --from names it).
+# vaulted session is never pruned), recover (one store file at a time, --from names it),
+# replicate (the vault stores as snapshots beside the live one: test_replica).
 OWN_TESTS = {
+    "replicate",
     "sessions browse",
     "mcp",
     "vault move",
