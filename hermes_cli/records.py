@@ -74,6 +74,16 @@ HIT_KEYS = (
     "vault",
 )
 
+# `sessions search --json`: "title_matches", the sessions whose title matches the query.
+TITLE_HIT_KEYS = (
+    "session_id",
+    "session_title",
+    "source",
+    "model",
+    "session_started_at",
+    "last_active_at",
+)
+
 SOURCE_KEYS = ("source", "session_count", "message_count", "stored_message_count")
 MODEL_KEYS = ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")
 TOP_SESSION_KEYS = ("id", "title", "model", "source", "total_tokens", "cost_usd")
@@ -284,6 +294,18 @@ def hit(row: Mapping[str, Any], title: str | None) -> dict[str, Any]:
             if isinstance(c, Mapping)
         ],
         "vault": row.get("vault"),
+    }
+
+
+def title_hit(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a session whose title matched a search, in the documented shape."""
+    return {
+        "session_id": row.get("id"),
+        "session_title": row.get("title"),
+        "source": row.get("source"),
+        "model": row.get("model"),
+        "session_started_at": iso_utc(row.get("started_at")),
+        "last_active_at": iso_utc(row.get("last_active")),
     }
 
 

@@ -147,6 +147,31 @@ def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | No
             write(SNIPPET_INDENT + paint_pieces(line, settings) + "\n")
 
 
+def title_hits(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Print sessions whose title matched a search: `id · title · source · when`, one a line,
+    under a heading that says they are title matches. The id is never cut; the title is cut
+    (keeping its end, where `#2` tells continuations apart) before the source is left out."""
+    settings = output.current()
+    now = time.time()
+    write(output.paint("Title matches:", "heading", settings) + "\n")
+    for r in rows:
+        sid = sanitize.one_line(r.get("id"))
+        title = sanitize.one_line(r.get("title") or "")
+        source = sanitize.one_line(r.get("source") or MISSING)
+        stamp = when(r.get("last_active"), settings, now=now)
+        if settings.width is not None:
+            fixed = display_width(sid + SEP + SEP + stamp)
+            if settings.width - fixed - display_width(SEP + source) < 12:
+                source = ""
+            room = settings.width - fixed - (display_width(SEP + source) if source else 0)
+            title = truncate(title, max(room, 8))
+        head: list[tuple[str, str | None]] = [(sid, "id"), (SEP, "dim"), (title, "title")]
+        if source:
+            head += [(SEP, "dim"), (source, None)]
+        head += [(SEP, "dim"), (stamp, "dim")]
+        write(paint_pieces(head, settings) + "\n")
+
+
 def search_notes(result: Any, *, sort: str) -> None:
     """Say on stderr when hits are not the whole answer: budget cut, or ranked among the newest."""
     if result.partial:

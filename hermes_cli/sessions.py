@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from hermes_cli import output, records, render, session_views, store_views
+from hermes_cli.exitcodes import ExitCode
 from hermes_cli.options import (
     AGE_HELP,
     UNLIMITED,
@@ -30,6 +31,7 @@ from hermes_cli.options import (
     FormatOption,
     JsonFlag,
     NoPagerFlag,
+    QueryCommand,
     Roles,
     SessionRef,
     Sources,
@@ -42,6 +44,8 @@ from hermes_cli.options import (
     until_option,
     validate_age,
     validate_roles,
+    validate_text,
+    validate_texts,
 )
 
 app = typer.Typer(
@@ -146,11 +150,30 @@ def _limit_for(limit: int | None, settings: output.Settings) -> int:
         "hermes sessions list --all-profiles --format tsv | cut -f1,2,6",
         "hermes sessions list --json=id,title,source | jq -r '.sessions[].id'",
         "hermes sessions list --format jsonl | jq -r .id",
+        "hermes sessions list --title 'travel plans' --model anthropic/claude-sonnet-4",
     ],
 )
 def list_sessions(
     source: Sources = None,
     exclude_source: ExcludeSources = None,
+    title: Annotated[
+        str | None,
+        typer.Option(
+            "--title",
+            metavar="TEXT",
+            callback=validate_text,
+            help="Only sessions whose title contains TEXT (case folded for ASCII letters).",
+        ),
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            metavar="M",
+            callback=validate_texts,
+            help="Only sessions of model M, as `sessions stats` names it (repeatable).",
+        ),
+    ] = None,
     since: Annotated[str | None, since_option("sessions active")] = None,
     until: Annotated[str | None, until_option("sessions last active")] = None,
     limit: Annotated[int | None, limit_option("sessions")] = None,
@@ -216,6 +239,8 @@ def list_sessions(
         "reverse": reverse,
         "active_since": cutoff(since),
         "active_before": cutoff(until),
+        "title_contains": title or None,
+        "models": model or None,
     }
     counted = {k: v for k, v in filters.items() if k not in ("order", "reverse")}
     errors: list[dict[str, Any]] = []
@@ -252,6 +277,7 @@ def list_sessions(
         try:
             with stores.read_store() as store:
                 _check_sources(store, source)
+                _check_models(store, model)
                 rows, total = _list_one(
                     stores.profile_name(),
                     store,
@@ -303,7 +329,15 @@ def list_sessions(
 def _filtered(filters: dict[str, Any]) -> bool:
     """Tell whether a listing asked for a subset (so an empty answer is not an empty store)."""
     return any(
-        filters.get(k) for k in ("sources", "exclude_sources", "active_since", "active_before")
+        filters.get(k)
+        for k in (
+            "sources",
+            "exclude_sources",
+            "active_since",
+            "active_before",
+            "title_contains",
+            "models",
+        )
     )
 
 
@@ -348,12 +382,14 @@ SEARCH_SYNTAX = """Query syntax:
     app,
     "search",
     keys=SEARCH_SYNTAX,
+    cls=QueryCommand,
     examples=[
         'hermes sessions search "chat-send"',
         'hermes sessions search "docker build" --role assistant --since 30d',
         "hermes sessions search 'docker -compose' --archived",
         "hermes sessions search 会議 --sort newest --limit 5",
         "hermes sessions search timeout --format csv > hits.csv",
+        "hermes sessions search docker -compose --since 'last month'",
     ],
 )
 def search(
@@ -372,16 +408,19 @@ def search(
     since: Annotated[str | None, since_option("messages sent")] = None,
     until: Annotated[str | None, until_option("messages sent")] = None,
     limit: Annotated[
-        int,
+        int | None,
         typer.Option(
             "-n",
             "--limit",
             min=0,
             metavar="N",
-            help="Show at most N hits (0: all); in every format, a note on stderr says when "
-            "more matched.",
+            help="Show at most N hits. Default: 20 on a terminal; --json and --format "
+            "jsonl/csv/tsv give every hit. Every hit (0, or a machine format without -n) "
+            "means every message is examined, as --all. A note on stderr says when more "
+            "matched.",
+            show_default=False,
         ),
-    ] = DEFAULT_LIMIT,
+    ] = None,
     sort: Annotated[
         SearchSort | None,
         typer.Option(
@@ -433,14 +472,23 @@ def search(
     sums over the stores, and each store has its own work budget.
     """
     from hermes_cli import pager, stores
-    from hermes_state import search as lib, sessions as known, vault_search
+    from hermes_state import search as lib, sessions as known, title_search, vault_search
     from hermes_state.errors import StoreNotFoundError
 
     query = " ".join(words)
+    if not query.strip():
+        raise typer.BadParameter(
+            "the query is empty; give a word to search for (`hermes sessions list` shows "
+            "recent sessions)",
+            param_hint="QUERY",
+        )
     problem = lib.query_problem(query)
     if problem is not None:
         raise typer.BadParameter(f"{problem.message}; {problem.hint}", param_hint="QUERY")
     settings = _setup(fmt, as_json, color, pager=not no_pager)
+    limit = _limit_for(limit, settings)
+    # Every hit asked for: every message examined (a budget cut would be a silent cut).
+    complete = complete or limit >= UNLIMITED
     picked = fields_of(fields)
     if picked is not None:
         _check_fields(picked, records.HIT_KEYS)
@@ -467,7 +515,7 @@ def search(
                 source_filter=source or None,
                 exclude_sources=exclude_source or None,
                 role_filter=role or None,
-                limit=limit or UNLIMITED,
+                limit=limit,
                 sort=(sort or SearchSort.rank).value,
                 after=cutoff(since),
                 before=cutoff(until),
@@ -482,8 +530,22 @@ def search(
                 marks[h["session_id"]] = f"{vaulted} {title or ''}".rstrip() if vaulted else title
             if not hits and not archived:
                 hidden = _archived_matches(store, query, source, exclude_source, role, since, until)
+            # A title is no message: it has no role, so --role leaves title matches out.
+            titled = (
+                []
+                if role
+                else title_search.search_titles(
+                    store,
+                    query,
+                    sources=source or None,
+                    exclude_sources=exclude_source or None,
+                    include_archived=archived,
+                    active_since=cutoff(since),
+                    active_before=cutoff(until),
+                )
+            )
     except StoreNotFoundError:
-        hits, titles = lib.SearchResult(route="none"), {}
+        hits, titles, titled = lib.SearchResult(route="none"), {}, []
     shaped, keys = records.pick(
         (records.hit(h, titles.get(h["session_id"])) for h in hits), records.HIT_KEYS, picked
     )
@@ -492,14 +554,16 @@ def search(
         "ordering": hits.ordering,
         "route": hits.route,
         "partial": hits.partial,
-        "ranked": hits.ranked,
+        "ranked": _ranked(hits),
         "examined": hits.examined,
         "candidates": hits.candidates,
-        "searched_back_to": hits.searched_back_to,
+        "searched_back_to": records.iso_utc(hits.searched_back_to),
         "matches": hits.matches,
         "sessions": hits.sessions,
         "complete": hits.complete,
         "hits": shaped,
+        "title_match_count": len(titled),
+        "title_matches": [records.title_hit(t) for t in titled[:limit]],
     }
     session_views.search_notes(hits, sort=(sort or SearchSort.rank).value)
     if hidden:
@@ -508,14 +572,56 @@ def search(
         # A record stream cannot say it is cut short; a --json document says it itself.
         if len(hits) < hits.matches and settings.format is not output.Format.json:
             render.echo(f"Note: {_count_line(hits)}", err=True)
+        if titled and settings.format is not output.Format.json:
+            render.echo(
+                f"Note: {_titled_line(len(titled))} (not in these message records; --json "
+                "lists them as title_matches, `hermes sessions list --title TEXT` lists "
+                "sessions by title).",
+                err=True,
+            )
         return
-    if not hits:
-        render.echo(f"No messages match {query!r}.")
+    filtered = _filter_words(
+        source=source, exclude_source=exclude_source, role=role, since=since, until=until
+    )
+    if not hits and not titled:
+        render.echo(f"No messages match {query!r}{filtered}.")
         return
     with pager.paging(settings):
+        if titled:
+            session_views.title_hits(titled[:limit])
+            shown = min(len(titled), limit)
+            more = f"; showing {shown:,} (--limit 0 shows all)" if shown < len(titled) else ""
+            render.echo(f"{_titled_line(len(titled))}{more}.")
+            render.echo()
+        if not hits:
+            render.echo(f"No messages match {query!r}{filtered}.")
+            return
         # The vault mark leads the title, so the header line says where the hit lives.
         session_views.search_hits(hits, marks)
         render.echo("\n" + _count_line(hits))
+
+
+def _ranked(hits: Any) -> int:
+    """Return how many matches were ranked by relevance (every one when the search ranked all,
+    0 when the hits are in time order): a count, never null."""
+    if hits.ranked is not None:
+        return int(hits.ranked)
+    return int(hits.matches) if hits.ordering == "rank" else 0
+
+
+def _titled_line(n: int) -> str:
+    """Say how many sessions have a title that matches (the title half of a search)."""
+    return f"{n:,} session{'' if n == 1 else 's'} with a matching title"
+
+
+def _filter_words(**given: Any) -> str:
+    """Return ` (with --since 30d, --source cli)`: the filters an empty answer was under."""
+    shown = []
+    for name, value in given.items():
+        flag = "--" + name.replace("_", "-")
+        for item in value if isinstance(value, list) else [value] if value else []:
+            shown.append(f"{flag} {item}")
+    return f" (with {', '.join(shown)})" if shown else ""
 
 
 def _count_line(hits: Any) -> str:
@@ -575,6 +681,28 @@ def _check_sources(store: Any, sources: list[str] | None) -> None:
     raise typer.BadParameter(
         f"no session comes from {unknown[0]!r}{guess}; this store has: {have}",
         param_hint="'--source'",
+    )
+
+
+def _check_models(store: Any, models: list[str] | None) -> None:
+    """Refuse a --model no session of this store has, naming the closest it does have."""
+    import difflib
+
+    from hermes_state import sessions as lib
+
+    if not models:
+        return
+    known = lib.distinct_models(store)
+    unknown = [m for m in models if m not in known]
+    if not unknown:
+        return
+    close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.4)
+    close += [k for k in known if unknown[0].lower() in k.lower()][:1]
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    have = ", ".join(known) if known else "no sessions yet"
+    raise typer.BadParameter(
+        f"no session used model {unknown[0]!r}{guess}; this store has: {have}",
+        param_hint="'--model'",
     )
 
 
@@ -1294,22 +1422,70 @@ def prune(
             f"Delete these {preview.sessions} session(s) ({preview.messages} stored messages)?",
             assume_yes=yes,
         )
-        with render.progress("Deleting sessions", total=preview.sessions) as bar:
-            result = maintenance.prune_sessions(
-                store,
-                days,
-                progress=lambda done, total: bar.set(completed=done, total=total),
-                sources=sources,
-                exclude_sources=excluded,
-                active_after=active_after,
+
+        def step(done: int, total: int) -> None:
+            bar.set(completed=done, total=total)
+            _pause_for_tests("prune", done)
+
+        scope = {"sources": sources, "exclude_sources": excluded, "active_after": active_after}
+        try:
+            with render.progress("Deleting sessions", total=preview.sessions) as bar:
+                result = maintenance.prune_sessions(store, days, progress=step, **scope)
+        except KeyboardInterrupt:
+            _interrupted_prune(store, days, preview.sessions, scope)
+        try:
+            with render.progress("Reclaiming space") as bar:
+                optimized = stores.reclaim_after_delete(
+                    store, bar, result, compact=compact, force=force
+                )
+        except KeyboardInterrupt:
+            render.echo(
+                f"Interrupted while giving space back to the disk: pruned {result.sessions:,} "
+                "session(s), and the store is healthy (the rewrite is all or nothing); "
+                "`hermes db optimize` gives the space back.",
+                err=True,
             )
-            optimized = stores.reclaim_after_delete(
-                store, bar, result, compact=compact, force=force
-            )
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
     if as_json:
         store_views.deletion_json(result, optimized)
         return
     store_views.prune_result(result, optimized)
+
+
+# Tests stop a long write at a known point: "prune:N:PATH" creates PATH once N sessions are
+# done, then waits (at most 60 s) for the signal the test sends.
+PAUSE_ENV = "HERMES_CLI_PAUSE_AT"
+
+
+def _pause_for_tests(step: str, done: int) -> None:
+    """Wait at a step named by HERMES_CLI_PAUSE_AT (tests only; unset, it does nothing)."""
+    import os
+
+    name, _, rest = os.environ.get(PAUSE_ENV, "").partition(":")
+    at, _, path = rest.partition(":")
+    if name != step or not at.isdigit() or done < int(at) or not path:
+        return
+    Path(path).touch()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _interrupted_prune(store: Any, days: float, planned: int, scope: dict[str, Any]) -> None:
+    """Say what an interrupted prune did (counted again from the store) and exit 130."""
+    from hermes_state import maintenance
+
+    try:
+        left = maintenance.prune_sessions(store, days, dry_run=True, **scope).sessions
+        did = f"deleted {max(0, planned - left):,} of {planned:,} sessions"
+    except (KeyboardInterrupt, Exception):  # a second Ctrl-C, or the count failed: say less
+        did = f"deleted some of {planned:,} sessions"
+    render.echo(
+        f"Interrupted: {did}; the store is healthy (each batch of deletions is all or "
+        "nothing); run the same command again to finish.",
+        err=True,
+    )
+    raise typer.Exit(ExitCode.INTERRUPTED)
 
 
 # --- stats ----------------------------------------------------------------------------------

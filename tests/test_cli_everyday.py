@@ -239,8 +239,12 @@ def test_a_common_word_says_it_ranked_the_newest_2000_and_all_ranks_everything(
     shown = hermes("sessions", "search", "checkpoint", home_dir=generated.parent)
     assert shown.returncode == 0
     assert "ranked among the newest 2,000 matches" in shown.stderr
-    recent = hermes_json("sessions", "search", "checkpoint", home_dir=generated.parent)
+    recent = hermes_json("sessions", "search", "checkpoint", "-n", "20", home_dir=generated.parent)
     assert (recent["ordering"], recent["ranked"], recent["partial"]) == ("rank_recent", 2000, False)
+    # Without -n a machine format asks for every hit: every match is examined and ranked.
+    whole = hermes_json("sessions", "search", "checkpoint", home_dir=generated.parent)
+    assert (whole["ordering"], whole["ranked"], whole["complete"]) == ("rank", total, True)
+    assert len(whole["hits"]) == whole["matches"] == total
     everything = hermes(
         "sessions", "search", "checkpoint", "--all", "--json", home_dir=generated.parent
     )

@@ -95,6 +95,9 @@ def test_list_names_the_columns_a_narrow_terminal_left_out_in_the_documented_ord
 @pytest.mark.parametrize("width", WIDTHS)
 def test_search_on_a_terminal_prints_blocks_with_whole_ids(sample: Path, width: int) -> None:
     text = bare(pty_child("sessions", "search", "chat-send", "--no-pager", columns=width).output)
+    # The session titled "chat-send rate limits" comes first, as a title match.
+    titled, _, text = text.partition("1 session with a matching title.")
+    assert titled.startswith("Title matches:\n" + CHAT_SEND + " · chat-send")
     headers = [line for line in text.splitlines() if " · " in line and not line.startswith(" ")]
     assert len(headers) == 6
     assert all(line.split(" · ")[0] in (CHAT_SEND, "20261121_060000_d90a11") for line in headers)

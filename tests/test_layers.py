@@ -68,7 +68,7 @@ LAYERS: list[set[str]] = [
         "conversation",
         "rewind",
     },
-    {"listing", "maintenance", "ownership", "stats", "recover", "import_batch"},
+    {"listing", "maintenance", "ownership", "stats", "recover", "import_batch", "title_search"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
     {"vault_search", "restore"},
     {"db", "__init__", "pytest_plugin", "async_db"},
