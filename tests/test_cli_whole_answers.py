@@ -1,0 +1,232 @@
+"""Every answer whole and true (issue 35): search titles, machine formats with every hit, query
+words that start with a dash, an interrupted prune, and the filters an empty answer was under."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from clitools import child, load_sample, run
+from support.children import child_env, hermes_argv
+from support.stores import populate_store
+
+from hermes_state.home import default_db_path
+
+TRAVEL = "20261130_091233_3d4e5f"
+
+
+@pytest.fixture
+def sample(hermes_home: Path) -> Path:
+    """The test profile's store, filled with examples/sample-sessions.jsonl."""
+    return load_sample()
+
+
+def _many_hits(db: Path, n: int = 45) -> None:
+    """Add one session of n user messages that all hold the word zeppelin."""
+    from hermes_state import messages, sessions
+    from hermes_state.connection import open_store
+
+    with open_store(db) as store:
+        sessions.create_session(store, "zep", "cli", started_at=1_764_000_000.0)
+        rows = [
+            {"role": "user", "content": f"zeppelin note {i}", "timestamp": 1_764_000_000.0 + i}
+            for i in range(n)
+        ]
+        messages.append_messages(store, "zep", rows)
+
+
+# --- 2: titles ------------------------------------------------------------------------------
+
+
+def test_search_finds_a_session_by_its_title_marked_as_a_title_match(sample: Path) -> None:
+    result = child("sessions", "search", "Travel plans")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Title matches:"
+    assert lines[1].startswith(f"{TRAVEL} · Travel plans Osaka · telegram · ")
+    assert "1 session with a matching title." in lines
+    # No message holds both words: the message half says so, as before.
+    assert lines[-1] == "No messages match 'Travel plans'."
+
+
+def test_search_json_lists_title_matches_apart_from_message_counts(sample: Path) -> None:
+    data = json.loads(child("sessions", "search", "Travel plans", "--json").stdout)
+    assert (data["matches"], data["sessions"], data["hits"]) == (0, 0, [])
+    assert data["title_match_count"] == 1
+    (match,) = data["title_matches"]
+    assert match["session_id"] == TRAVEL and match["session_title"] == "Travel plans Osaka"
+    assert match["last_active_at"].endswith("Z")
+
+
+def test_search_title_matches_keep_message_hit_counts_intact(sample: Path) -> None:
+    data = json.loads(child("sessions", "search", "chat-send", "--json").stdout)
+    assert [t["session_title"] for t in data["title_matches"]] == ["chat-send rate limits"]
+    # The message half is unchanged: the same hits, counted the same way.
+    assert data["matches"] == len(data["hits"]) == 6
+
+
+def test_search_exclusion_and_role_apply_to_titles(sample: Path) -> None:
+    assert (
+        json.loads(child("sessions", "search", "docker -build", "--json").stdout)[
+            "title_match_count"
+        ]
+        == 0
+    )
+    data = json.loads(child("sessions", "search", "refactor", "--role", "user", "--json").stdout)
+    assert data["title_matches"] == []  # a title has no role
+
+
+def test_search_record_streams_note_title_matches_on_stderr(sample: Path) -> None:
+    result = child("sessions", "search", "refactor", "--format", "csv")
+    assert result.returncode == 0
+    assert result.stdout.startswith("id,session_id,")
+    assert "Note: 2 sessions with a matching title" in result.stderr
+
+
+def test_list_title_filter_folds_case_and_counts(sample: Path) -> None:
+    data = json.loads(child("sessions", "list", "--title", "REFACTOR", "--json").stdout)
+    assert sorted(s["title"] for s in data["sessions"]) == [
+        "Refactor search module",
+        "Refactor search module #2",
+    ]
+    assert data["total"] == 2 and data["complete"] is True
+    empty = child("sessions", "list", "--title", "no such title")
+    assert empty.returncode == 0 and empty.stdout == "No sessions found.\n"
+
+
+# --- 4: every row in machine formats ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "json"])
+def test_search_machine_formats_give_every_hit_without_limit(hermes_home: Path, fmt: str) -> None:
+    _many_hits(default_db_path())
+    result = child("sessions", "search", "zeppelin", "--format", fmt)
+    assert result.returncode == 0, result.stderr
+    if fmt == "json":
+        data = json.loads(result.stdout)
+        assert len(data["hits"]) == data["matches"] == 45 and data["complete"] is True
+    elif fmt == "jsonl":
+        assert len(result.stdout.splitlines()) == 45
+    else:
+        rows = list(csv.reader(io.StringIO(result.stdout), delimiter="," if fmt == "csv" else "\t"))
+        assert len(rows) == 46  # the header, then every hit
+    assert "Note:" not in result.stderr
+
+
+def test_search_limit_in_a_machine_format_is_honoured_and_said(hermes_home: Path) -> None:
+    _many_hits(default_db_path())
+    result = child("sessions", "search", "zeppelin", "--format", "jsonl", "-n", "5")
+    assert len(result.stdout.splitlines()) == 5
+    assert "Note: 45 matches in 1 session; showing 5 (--limit 0 shows all)." in result.stderr
+
+
+def test_search_on_a_terminal_still_shows_twenty_by_default(hermes_home: Path) -> None:
+    _many_hits(default_db_path())
+    text = run("sessions", "search", "zeppelin").stdout
+    assert text.count("\n    ") == 20
+    assert text.rstrip().endswith("45 matches in 1 session; showing 20 (--limit 0 shows all).")
+
+
+def test_search_every_hit_examines_every_message(hermes_home: Path) -> None:
+    # -n 0 (and a machine format without -n) is --all: counts exact, never a budget cut.
+    _many_hits(default_db_path())
+    data = json.loads(child("sessions", "search", "zeppelin", "-n", "0", "--json").stdout)
+    assert (data["complete"], data["partial"], data["ordering"]) == (True, False, "rank")
+    assert data["ranked"] == data["matches"] == 45  # a count, never null
+
+
+# --- 8: the query ----------------------------------------------------------------------------
+
+
+def test_an_empty_query_is_a_usage_error(sample: Path) -> None:
+    for query in ("", "   "):
+        result = child("sessions", "search", query)
+        assert result.returncode == 2
+        assert "the query is empty" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unquoted_dash_word_after_the_first_word_is_an_exclusion(sample: Path) -> None:
+    quoted = json.loads(child("sessions", "search", "docker -build", "--json").stdout)
+    bare = child("sessions", "search", "docker", "-build", "--json")
+    assert bare.returncode == 0, bare.stderr
+    data = json.loads(bare.stdout)
+    assert data["query"] == "docker -build"
+    assert [h["id"] for h in data["hits"]] == [h["id"] for h in quoted["hits"]]
+    # Real options still work around it, -n with its value too.
+    mixed = child("sessions", "search", "docker", "-n", "1", "-build", "--role", "assistant")
+    assert mixed.returncode == 0, mixed.stderr
+    assert mixed.stdout.count(" · assistant · ") == 1
+
+
+def test_a_dash_word_first_is_still_refused(sample: Path) -> None:
+    result = child("sessions", "search", "-build")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_no_match_names_the_active_filters(sample: Path) -> None:
+    result = child(
+        "sessions", "search", "docker", "--since", "2d", "--source", "cli", "--role", "tool"
+    )
+    assert result.returncode == 0
+    assert result.stdout == (
+        "No messages match 'docker' (with --source cli, --role tool, --since 2d).\n"
+    )
+
+
+# --- 3: Ctrl-C in a long write ---------------------------------------------------------------
+
+
+def _ended_sessions(db: Path, n: int) -> None:
+    """Fill a store with n small sessions, all ended long ago (prune candidates)."""
+    populate_store(db, sessions_n=n, messages_per_session=2, content_size=20)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE sessions SET ended_at = started_at + 50, end_reason = 'user_exit'")
+    conn.close()
+
+
+def test_ctrl_c_in_prune_says_what_it_did_and_exits_130(hermes_home: Path) -> None:
+    db = default_db_path()
+    _ended_sessions(db, 1000)
+    pause = hermes_home / "paused"
+    env = child_env(extra={"HERMES_CLI_PAUSE_AT": f"prune:450:{pause}"})
+    proc = subprocess.Popen(
+        hermes_argv("sessions", "prune", "--older-than", "1d", "--yes"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not pause.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pause.exists()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.splitlines()[-1] == (
+        "Interrupted: deleted 450 of 1,000 sessions; the store is healthy (each batch of "
+        "deletions is all or nothing); run the same command again to finish."
+    )
+    assert "Traceback" not in err
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 550
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    again = child("sessions", "prune", "--older-than", "1d", "--yes")
+    assert again.returncode == 0 and "Pruned 550 session(s)" in again.stdout
+
+
+def test_the_pause_hook_does_nothing_unset(hermes_home: Path) -> None:
+    assert "HERMES_CLI_PAUSE_AT" not in os.environ
+    _ended_sessions(default_db_path(), 3)
+    done = child("sessions", "prune", "--older-than", "1d", "--yes")
+    assert done.returncode == 0 and "Pruned 3 session(s)" in done.stdout
