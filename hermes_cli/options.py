@@ -22,11 +22,14 @@ FORMAT_HELP = (
     "newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1)."
 )
 AGE_HELP = (
-    "AGE: 90 (days), 90d, 12h, 30m, 2w, '2 weeks ago', yesterday, 'last monday', or an ISO date."
+    "AGE: 90 (days), 90d, 12h, 30m, 2w, 1mo, 1y, '2 weeks ago', yesterday, 'last monday', "
+    "'last month', a month (2026-11) or an ISO date."
 )
 WHEN_HELP = (
-    "WHEN: a duration back from now (7d, 12h, 2w, '2 weeks ago'), today, yesterday, "
-    "'last monday', or an ISO date (2026-01-31)."
+    "WHEN: a duration back from now (7d, 12h, 2w, 1mo, 1y, '2 weeks ago'), or the local "
+    "midnight that starts a day, week (from Monday), month or year: today, yesterday, "
+    "'last monday', 'this week', 'last week', 'this month', 'last month', 'this year', a month "
+    "(2026-11: its 1st), an ISO date (2026-01-31)."
 )
 # One rule for every command: a title names the session with exactly that title (a session
 # compression continued keeps its title; the continuation is `TITLE #2`).

@@ -230,3 +230,82 @@ def test_the_pause_hook_does_nothing_unset(hermes_home: Path) -> None:
     _ended_sessions(default_db_path(), 3)
     done = child("sessions", "prune", "--older-than", "1d", "--yes")
     assert done.returncode == 0 and "Pruned 3 session(s)" in done.stdout
+
+
+# --- 7: date words ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("this month", (2026, 12, 1)),
+        ("last month", (2026, 11, 1)),
+        ("this week", (2026, 12, 7)),  # weeks start on Monday
+        ("last week", (2026, 11, 30)),
+        ("this year", (2026, 1, 1)),
+        ("last year", (2025, 1, 1)),
+        ("2026-11", (2026, 11, 1)),
+    ],
+)
+def test_calendar_words_name_the_midnight_that_starts_the_period(
+    text: str, expected: tuple[int, int, int]
+) -> None:
+    from datetime import datetime
+
+    from hermes_cli.durations import parse_cutoff
+
+    now = datetime(2026, 12, 13, 12, 0).timestamp()
+    assert parse_cutoff(text, now=now) == datetime(*expected).timestamp()
+
+
+def test_mo_and_y_count_calendar_months_back() -> None:
+    from datetime import datetime
+
+    from hermes_cli.durations import DurationError, parse_cutoff
+
+    now = datetime(2026, 3, 31, 9, 30).timestamp()
+    assert parse_cutoff("1mo", now=now) == datetime(2026, 2, 28, 9, 30).timestamp()
+    assert parse_cutoff("1y", now=now) == datetime(2025, 3, 31, 9, 30).timestamp()
+    assert parse_cutoff("18mo", now=now) == datetime(2024, 9, 30, 9, 30).timestamp()
+    for bad in ("2026-13", "1.5mo", "mo", "next month"):
+        with pytest.raises(DurationError):
+            parse_cutoff(bad, now=now)
+
+
+def test_since_and_until_take_months_and_period_words(sample: Path) -> None:
+    november = child("sessions", "list", "--since", "2026-11", "--until", "2026-12", "--json")
+    ids = [s["id"] for s in json.loads(november.stdout)["sessions"]]
+    assert len(ids) == 11 and "20261201_171845_4e5f60" not in ids
+    from datetime import UTC, datetime
+
+    first = datetime.now().replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    before = (
+        first.replace(year=first.year - 1, month=12)
+        if first.month == 1
+        else first.replace(month=first.month - 1)
+    )
+
+    def utc(moment: datetime) -> str:
+        return datetime.fromtimestamp(moment.timestamp(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    spent = child("usage", "--since", "last month", "--until", "this month", "--json")
+    assert spent.returncode == 0, spent.stderr
+    data = json.loads(spent.stdout)
+    assert (data["since_at"], data["until_at"]) == (utc(before), utc(first))
+    for when in ("this month", "1y", "1mo", "last week", "this week"):
+        assert child("sessions", "list", "--since", when).returncode == 0, when
+    refused = child("sessions", "list", "--since", "2026-13")
+    assert refused.returncode == 2 and "a month like 2026-11" in refused.stderr
+
+
+# --- 14: gh's --json spelling ----------------------------------------------------------------
+
+
+def test_json_with_a_field_list_after_a_space_points_at_the_equals_form(sample: Path) -> None:
+    result = child("sessions", "list", "--json", "id,title,source")
+    assert result.returncode == 2
+    assert "--json=id,title,source" in result.stderr and "Traceback" not in result.stderr
+    one = child("sessions", "list", "--json", "id")
+    assert one.returncode == 2 and "Hint: fields follow an equals sign: --json=id" in one.stderr
+    fine = child("sessions", "list", "--json=id,title,source")
+    assert list(json.loads(fine.stdout)["sessions"][0]) == ["id", "title", "source"]
