@@ -791,7 +791,8 @@ def browse(
             "--print",
             help=(
                 "On Enter, print the session id, or the line that resumes it in Hermes Agent "
-                "(the agent's own `hermes --resume ID`)."
+                "(the agent's own `hermes --resume ID`, by its path; see sessions "
+                "resume-command)."
             ),
         ),
     ] = PrintWhat.id,
@@ -814,10 +815,11 @@ def browse(
     Read-only unless you act on a session (each action is confirmed first). Quitting without
     choosing prints nothing and exits 1. Archived sessions are left out unless --archived
     (^G changes that on the screen). --print resume prints Hermes Agent's own command line
-    for the session (`hermes --resume ID`, an option of the agent's `hermes`, not of this
-    tool). Vaulted sessions (`hermes vault`) are browsed only with --vault: the list and the
-    hits then span the live store and the vault, and a vaulted session can be previewed,
-    opened and exported but not renamed, pinned, archived or deleted.
+    for the session (`/path/to/agent/hermes --resume ID`: the agent's executable by its path,
+    as `sessions resume-command` finds it, since this tool is called `hermes` too). Vaulted
+    sessions (`hermes vault`) are browsed only with --vault: the list and the hits then span
+    the live store and the vault, and a vaulted session can be previewed, opened and exported
+    but not renamed, pinned, archived or deleted.
     """
     from hermes_cli import browse as tui
 
@@ -834,6 +836,62 @@ def browse(
     if chosen is None:
         raise typer.Exit(1)
     render.echo(tui.chosen_line(chosen, what.value))
+
+
+# --- resume-command -------------------------------------------------------------------------
+
+
+@command(
+    app,
+    "resume-command",
+    examples=[
+        "hermes sessions resume-command 20261118_091502_a1c9e2",
+        'hermes sessions resume-command "Fix Docker build"',
+        "hermes -p work sessions resume-command 20261118 --json",
+    ],
+)
+def resume_command(session: ExactSessionRef, as_json: JsonFlag = False) -> None:
+    """Print the line that resumes a session in Hermes Agent (read-only), for scripts.
+
+    The line runs the agent's own `hermes` by its path (this tool is also called `hermes`, so
+    a bare `hermes --resume ID` would run whichever comes first on PATH): $HERMES_AGENT_BIN
+    when set, else the first `hermes` on PATH whose Python environment holds the agent's
+    run_agent.py. When neither is found the line says `hermes` and a note on stderr says so.
+    `-p NAME` is added for a named profile. A vaulted session is refused: the agent resumes
+    sessions of the live store (`hermes vault return ID` first).
+    """
+    from hermes_cli import agent_command, stores, vault
+    from hermes_state import sessions as lib
+    from hermes_state.home import DEFAULT_PROFILE
+
+    with stores.read_store() as live, vault.session_store(live, session) as (store, sid, year):
+        lib.require_session(store, sid)
+    if year is not None:
+        from hermes_state.errors import HermesStateError
+
+        raise HermesStateError(
+            f"session {sid} is in the vault (vault/{year}.db); the agent resumes live sessions",
+            hint=f"bring it back first: hermes vault return {sid}",
+        )
+    name = stores.profile_name()
+    command_line = agent_command.resume_command(sid, None if name == DEFAULT_PROFILE else name)
+    if as_json:
+        render.emit_json(
+            {
+                "session_id": sid,
+                "command": command_line.line,
+                "argv": list(command_line.argv),
+                "agent_found": bool(command_line.found),
+            }
+        )
+    else:
+        render.write(command_line.line + "\n")
+    if not command_line.found:
+        render.echo(
+            "Note: Hermes Agent's `hermes` was not found on PATH; the line runs whichever "
+            f"`hermes` comes first (set {agent_command.AGENT_BIN_ENV} to the agent's).",
+            err=True,
+        )
 
 
 # --- show -----------------------------------------------------------------------------------

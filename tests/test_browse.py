@@ -894,7 +894,8 @@ def test_command_help_lists_every_key_of_the_screen_and_names_the_agents_resume_
     flat_help = " ".join(text.split())
     assert (
         "print the session id, or the line that resumes it in Hermes Agent "
-        "(the agent's own `hermes --resume ID`)" in flat_help
+        "(the agent's own `hermes --resume ID`, by its path; see sessions resume-command)"
+        in flat_help
     )
     assert "--archived Include archived sessions." in flat_help
     assert "Only sessions active since WHEN" in flat_help

@@ -309,3 +309,81 @@ def test_json_with_a_field_list_after_a_space_points_at_the_equals_form(sample: 
     assert one.returncode == 2 and "Hint: fields follow an equals sign: --json=id" in one.stderr
     fine = child("sessions", "list", "--json=id,title,source")
     assert list(json.loads(fine.stdout)["sessions"][0]) == ["id", "title", "source"]
+
+
+# --- 6: the resume command -------------------------------------------------------------------
+
+
+def _fake_agent(root: Path) -> Path:
+    """Make an environment that looks like Hermes Agent's: bin/hermes (a Python script that
+    says what it was given) and run_agent.py in site-packages."""
+    import sys
+
+    bin_dir = root / "bin"
+    site = root / "lib" / "python3.11" / "site-packages"
+    bin_dir.mkdir(parents=True)
+    site.mkdir(parents=True)
+    (site / "run_agent.py").write_text("")
+    (bin_dir / "python").symlink_to(sys.executable)
+    script = bin_dir / "hermes"
+    script.write_text(
+        f"#!{bin_dir / 'python'}\nimport sys\nprint('agent resumes', *sys.argv[1:])\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def _this_tool_first(tmp: Path) -> Path:
+    """Make a folder holding this tool as `hermes` (to put first on PATH)."""
+    import sys
+
+    folder = tmp / "tool-bin"
+    folder.mkdir()
+    tool = folder / "hermes"
+    tool.write_text(f"#!{sys.executable}\nfrom hermes_cli.main import main\nmain()\n")
+    tool.chmod(0o755)
+    return folder
+
+
+def test_resume_command_names_the_agent_even_when_this_tool_is_first_on_path(
+    sample: Path, tmp_path: Path
+) -> None:
+    agent = _fake_agent(tmp_path / "agent-env")
+    path = os.pathsep.join([str(_this_tool_first(tmp_path)), str(agent.parent), "/usr/bin", "/bin"])
+    result = child("sessions", "resume-command", "Fix Docker build", env={"PATH": path})
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert line == f"{agent} --resume 20261118_091502_a1c9e2"
+    # Pasted into a shell whose first `hermes` is this tool, the line runs the agent.
+    pasted = subprocess.run(
+        ["sh", "-c", line], capture_output=True, text=True, env={**child_env(), "PATH": path}
+    )
+    assert pasted.stdout == "agent resumes --resume 20261118_091502_a1c9e2\n", pasted.stderr
+
+
+def test_resume_command_says_when_it_cannot_find_the_agent(sample: Path, tmp_path: Path) -> None:
+    path = os.pathsep.join([str(_this_tool_first(tmp_path)), "/usr/bin", "/bin"])
+    result = child("sessions", "resume-command", "20261118", "--json", env={"PATH": path})
+    data = json.loads(result.stdout)
+    assert data["argv"] == ["hermes", "--resume", "20261118_091502_a1c9e2"]
+    assert data["agent_found"] is False
+    assert "Hermes Agent's `hermes` was not found on PATH" in result.stderr
+
+
+def test_resume_command_takes_the_agent_from_the_environment_and_the_profile(
+    hermes_home: Path, tmp_path: Path
+) -> None:
+    assert run("profile", "create", "work").exit_code == 0
+    from hermes_state.home import profile_home
+
+    load_sample(profile_home("work") / "state.db")
+    result = child(
+        "-p",
+        "work",
+        "sessions",
+        "resume-command",
+        "Grocery list",
+        env={"HERMES_AGENT_BIN": "/opt/agent/bin/hermes"},
+    )
+    assert result.stdout == "/opt/agent/bin/hermes -p work --resume 20261124_183322_f00d01\n"
+    assert result.stderr == ""
