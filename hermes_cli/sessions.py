@@ -1485,7 +1485,11 @@ def prune(
             bar.set(completed=done, total=total)
             _pause_for_tests("prune", done)
 
-        scope = {"sources": sources, "exclude_sources": excluded, "active_after": active_after}
+        scope: dict[str, Any] = {
+            "sources": sources,
+            "exclude_sources": excluded,
+            "active_after": active_after,
+        }
         try:
             with render.progress("Deleting sessions", total=preview.sessions) as bar:
                 result = maintenance.prune_sessions(store, days, progress=step, **scope)
