@@ -309,6 +309,66 @@ def title_hit(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# A prune's result as the library gives it (epoch floats) -> the vocabulary: times ISO `_at`.
+_PRUNE_TIMES = {
+    "cutoff": "until_at",
+    "active_after": "since_at",
+    "started_after": "started_after_at",
+}
+
+
+def prune(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a prune's plan or result in the documented shape: times as ISO `_at` keys,
+    `older_than_days` to the second (not 300.00000000008004), each detail's `last_active_at`."""
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        if key in _PRUNE_TIMES:
+            out[_PRUNE_TIMES[key]] = iso_utc(value)
+        elif key == "older_than_days" and isinstance(value, int | float):
+            out[key] = round(float(value), 5)  # 1e-5 days is under a second
+        elif key == "details":
+            out[key] = [
+                {
+                    ("last_active_at" if k == "last_active" else k): _detail(k, v)
+                    for k, v in d.items()
+                }
+                for d in value
+            ]
+        else:
+            out[key] = value
+    return out
+
+
+def _detail(key: str, value: Any) -> Any:
+    return iso_utc(value) if key == "last_active" else value
+
+
+VAULT_STORE_KEYS = (
+    "year",
+    "path",
+    "session_count",
+    "message_count",
+    "bytes",
+    "first_started_at",
+    "last_active_at",
+    "hidden_session_count",
+)
+
+
+def vault_store(info: Mapping[str, Any]) -> dict[str, Any]:
+    """Return one vault store of `vault list --json` in the documented shape."""
+    return {
+        "year": info.get("year"),
+        "path": info.get("path"),
+        "session_count": _int(info.get("sessions")),
+        "message_count": _int(info.get("messages")),
+        "bytes": _int(info.get("bytes")),
+        "first_started_at": iso_utc(info.get("first_started")),
+        "last_active_at": iso_utc(info.get("last_active")),
+        "hidden_session_count": _int(info.get("hidden")),
+    }
+
+
 def stats(report: Mapping[str, Any]) -> dict[str, Any]:
     """Return one profile's statistics in the documented shape."""
     store = report.get("store") or {}

@@ -1467,7 +1467,7 @@ def prune(
                 active_after=active_after,
             )
         if as_json and (dry_run or not preview.sessions):
-            render.emit_json(preview.to_dict())
+            render.emit_json(records.prune(preview.to_dict()))
             return
         if not as_json:
             store_views.prune_preview(preview)
@@ -1477,7 +1477,7 @@ def prune(
         if not preview.sessions:
             return
         render.confirm(
-            f"Delete these {preview.sessions} session(s) ({preview.messages} stored messages)?",
+            f"Delete these {preview.sessions:,} session(s) ({preview.messages:,} stored messages)?",
             assume_yes=yes,
         )
 
@@ -1509,7 +1509,7 @@ def prune(
             )
             raise typer.Exit(ExitCode.INTERRUPTED) from None
     if as_json:
-        store_views.deletion_json(result, optimized)
+        store_views.deletion_json(result, optimized, shape=records.prune)
         return
     store_views.prune_result(result, optimized)
 

@@ -387,3 +387,63 @@ def test_resume_command_takes_the_agent_from_the_environment_and_the_profile(
     )
     assert result.stdout == "/opt/agent/bin/hermes -p work --resume 20261124_183322_f00d01\n"
     assert result.stderr == ""
+
+
+# --- 11: one vocabulary ----------------------------------------------------------------------
+
+ISO = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
+
+
+def test_prune_json_says_times_as_iso_and_days_to_the_second(sample: Path) -> None:
+    import re
+
+    plan = json.loads(
+        child(
+            "sessions", "prune", "--older-than", "1d", "--since", "1y", "--dry-run", "--json"
+        ).stdout
+    )
+    assert plan["older_than_days"] == 1.0
+    assert re.match(ISO, plan["until_at"]) and re.match(ISO, plan["since_at"])
+    assert "cutoff" not in plan and "active_after" not in plan
+    assert plan["details"] and all(re.match(ISO, d["last_active_at"]) for d in plan["details"])
+    odd = json.loads(
+        child("sessions", "prune", "--older-than", "300d", "--dry-run", "--json").stdout
+    )
+    assert odd["older_than_days"] == 300.0
+    done = json.loads(child("sessions", "prune", "--older-than", "1d", "--yes", "--json").stdout)
+    assert done["sessions"] == 11 and re.match(ISO, done["until_at"])
+
+
+def test_search_json_counts_are_never_null_and_times_are_iso(sample: Path) -> None:
+    data = json.loads(child("sessions", "search", "docker", "--all", "--json").stdout)
+    assert data["ranked"] == data["matches"] and data["ordering"] == "rank"
+    newest = json.loads(child("sessions", "search", "docker", "--sort", "newest", "--json").stdout)
+    assert newest["ranked"] == 0
+
+
+def test_vault_list_reads_like_every_table_and_its_json_like_every_document(
+    sample: Path, hermes_home: Path
+) -> None:
+    import re
+
+    env = {"HOME": str(hermes_home.parent)}
+    moved = child("vault", "move", "--older-than", "1d", "--yes", env=env)
+    assert moved.returncode == 0, moved.stderr
+    table = child("vault", "list", env=env)
+    header = table.stdout.splitlines()[0]
+    assert header.split() == [
+        "Year",
+        "Sessions",
+        "Messages",
+        "Size",
+        "First",
+        "started",
+        "Last",
+        "active",
+        "Path",
+    ]
+    assert f"~/{hermes_home.name}/vault/2026.db" in table.stdout
+    (store,) = json.loads(child("vault", "list", "--json", env=env).stdout)["stores"]
+    assert store["session_count"] == 11 and store["message_count"] > 0
+    assert re.match(ISO, store["first_started_at"]) and re.match(ISO, store["last_active_at"])
+    assert store["path"] == str(hermes_home / "vault" / "2026.db")
