@@ -447,3 +447,48 @@ def test_vault_list_reads_like_every_table_and_its_json_like_every_document(
     assert store["session_count"] == 11 and store["message_count"] > 0
     assert re.match(ISO, store["first_started_at"]) and re.match(ISO, store["last_active_at"])
     assert store["path"] == str(hermes_home / "vault" / "2026.db")
+
+
+# --- 12: db optimize names the real cause ----------------------------------------------------
+
+
+def _delete_journal_store(home: Path) -> Path:
+    """Put the sample store in home, in DELETE journal mode (as the agent's 0.20+ releases)."""
+    db = load_sample(home / "state.db")
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] == "delete"
+    conn.close()
+    return db
+
+
+def test_optimize_on_a_read_only_file_system_says_so(tmp_path: Path) -> None:
+    from hostile_env import assert_one_line_error, hermes, remount_read_only, small_filesystem
+
+    with small_filesystem(tmp_path / "ro", "20m") as mount:
+        home = mount / "home"
+        home.mkdir()
+        _delete_journal_store(home)
+        remount_read_only(mount)
+        proc = hermes("db", "optimize", home=home)
+        line = assert_one_line_error(proc)
+        assert (
+            line == f"Error: {home / 'state.db'} is on a read-only file system; nothing was written"
+        )
+        assert "Hint: Remount it read-write" in proc.stderr
+        assert "owner" not in proc.stderr
+
+
+def test_optimize_in_a_read_only_directory_names_the_journal_it_needs(tmp_path: Path) -> None:
+    from hostile_env import assert_one_line_error, hermes
+
+    home = tmp_path / "home"
+    home.mkdir()
+    _delete_journal_store(home)
+    home.chmod(0o555)
+    try:
+        proc = hermes("db", "optimize", home=home, unprivileged=True)
+    finally:
+        home.chmod(0o755)
+    line = assert_one_line_error(proc)
+    assert "state.db-journal" in line and "delete journal mode" in line
+    assert "-wal" not in proc.stderr and "-shm" not in proc.stderr
