@@ -277,7 +277,7 @@ complete -c hermes -n '__hermes_at \'db optimize\'' -s h -l help -d 'Show the he
 complete -c hermes -n '__hermes_at \'db migrate\'' -l force -d 'Proceed even while another process holds the store.'
 complete -c hermes -n '__hermes_at \'db migrate\'' -l json -d 'Print the result as one JSON document on stdout, and nothing else.'
 complete -c hermes -n '__hermes_at \'db migrate\'' -s h -l help -d 'Show the help and exit.'
-complete -c hermes -n '__hermes_at \'profile\'' -a list -d 'List profiles: name, whether active, whether it has a store, and where it lives.'
+complete -c hermes -n '__hermes_at \'profile\'' -a list -d 'List profiles: name, whether active, the disk each part takes, and where it lives.'
 complete -c hermes -n '__hermes_at \'profile\'' -a show -d 'Show one profile: its home, store file and whether it is the sticky choice.'
 complete -c hermes -n '__hermes_at \'profile\'' -a use -d 'Make a profile the sticky default for later commands.'
 complete -c hermes -n '__hermes_at \'profile\'' -a create -d 'Create a new, empty profile.'

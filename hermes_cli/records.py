@@ -110,7 +110,16 @@ STORE_KEYS = (
 )
 # `stats --format jsonl|csv|tsv`: the report as one row per figure (tidy, long form).
 STATS_ROW_KEYS = ("profile", "section", "item", "metric", "value")
-PROFILE_KEYS = ("name", "path", "active", "has_store", "store_bytes")
+PROFILE_KEYS = (
+    "name",
+    "path",
+    "active",
+    "has_store",
+    "store_bytes",
+    "vault_bytes",
+    "backup_bytes",
+    "total_bytes",
+)
 CHECK_KEYS = ("name", "ok", "detail", "warning")
 LOCK_ROW_KEYS = ("pid", "command", "file", "lock", "access", "mechanism")
 ERROR_KEYS = ("profile", "error", "message")

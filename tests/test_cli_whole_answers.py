@@ -492,3 +492,59 @@ def test_optimize_in_a_read_only_directory_names_the_journal_it_needs(tmp_path: 
     line = assert_one_line_error(proc)
     assert "state.db-journal" in line and "delete journal mode" in line
     assert "-wal" not in proc.stderr and "-shm" not in proc.stderr
+
+
+# --- 13: profile sizes, --model, restore into an empty home ----------------------------------
+
+
+def test_profile_list_shows_store_vault_and_backups_and_their_total(
+    sample: Path, hermes_home: Path
+) -> None:
+    assert child("vault", "move", "--older-than", "3d", "--yes").returncode == 0
+    assert child("backup").returncode == 0
+    (row,) = json.loads(child("profile", "list", "--json").stdout)["profiles"]
+    vault_files = list((hermes_home / "vault").glob("*.db"))
+    archives = list((hermes_home / "backups").glob("*.zip"))
+    assert vault_files and archives
+    assert row["vault_bytes"] == sum(p.stat().st_size for p in vault_files)
+    assert row["backup_bytes"] == sum(p.stat().st_size for p in archives)
+    store = sum(
+        p.stat().st_size for p in hermes_home.glob("state.db*") if ".pre-restore" not in p.name
+    )
+    assert row["store_bytes"] == store
+    assert row["total_bytes"] == row["store_bytes"] + row["vault_bytes"] + row["backup_bytes"]
+    table = child("profile", "list").stdout
+    assert table.splitlines()[0].split() == [
+        "Profile",
+        "Active",
+        "Store",
+        "Vault",
+        "Backups",
+        "Total",
+        "Path",
+    ]
+
+
+def test_list_model_filter_keeps_only_that_models_sessions(sample: Path) -> None:
+    data = json.loads(child("sessions", "list", "--model", "openai/gpt-4.1", "--json").stdout)
+    assert data["total"] == 3 and {s["model"] for s in data["sessions"]} == {"openai/gpt-4.1"}
+    unknown = child("sessions", "list", "--model", "gpt-4.1")
+    assert unknown.returncode == 2
+    assert "did you mean 'openai/gpt-4.1'?" in unknown.stderr
+
+
+def test_restore_into_an_empty_home_does_not_ask_to_replace(sample: Path, tmp_path: Path) -> None:
+    assert child("backup").returncode == 0
+    (archive,) = (sample.parent / "backups").glob("*.zip")
+    empty = tmp_path / "fresh"
+    empty.mkdir()
+    proc = child("restore", str(archive), input="y\n", env={"HERMES_HOME": str(empty)})
+    assert proc.returncode == 0, proc.stderr
+    assert "Nothing here is replaced. Restore the archive here? [y/N]" in proc.stderr
+    assert "Replace" not in proc.stderr
+    assert (
+        json.loads(child("sessions", "list", "--json", env={"HERMES_HOME": str(empty)}).stdout)[
+            "total"
+        ]
+        == 12
+    )

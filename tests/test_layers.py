@@ -70,7 +70,7 @@ LAYERS: list[set[str]] = [
     },
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch", "title_search"},
     {"gateway", "telegram_topics", "vault", "watch_snapshot"},
-    {"vault_search", "restore"},
+    {"vault_search", "restore", "footprint"},
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 
