@@ -960,7 +960,8 @@ def man(root: CommandDoc) -> str:
             "output goes through a pager (see HERMES_PAGER). Piped or redirected, the same "
             "layout is printed whole: nothing cut, absolute local times, exact counts, no "
             "colour, no pager. Colour follows --color auto|always|never, FORCE_COLOR and "
-            "NO_COLOR, and never changes the layout. --format json|jsonl|csv|tsv (and --json) "
+            "NO_COLOR; it changes nothing but a search match's look (reverse video, or "
+            ">>>marked<<< without colour). --format json|jsonl|csv|tsv (and --json) "
             "print data for programs, described under JSON OUTPUT, and nothing else on stdout."
         ),
         ".SS Stored text",

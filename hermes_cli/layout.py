@@ -72,6 +72,8 @@ def truncate(text: str | None, width: int | None) -> str:
         room = width - display_width(head_text) - display_width(tail_text)
         if room >= 4 and middle:
             return head_text + _cut(middle, room) + tail_text
+        if head_text and display_width(head_text.strip()) <= width:
+            return head_text.strip()  # no room for the title: the mark says where it lives
     return _cut(flat, width)
 
 
@@ -98,6 +100,8 @@ def pad(text: str, width: int, justify: str = "left") -> str:
 # --- wrapping -------------------------------------------------------------------------------
 
 Piece = tuple[str, str | None]  # (text, style)
+_ATOM = re.compile(r"(?:>>>)?.(?:<<<)?", re.DOTALL)  # a character with the match marks on it
+_MATCH_ATOM = re.compile(r">>>.+?<<<|.", re.DOTALL)  # a whole marked match, or one character
 
 
 def wrap_text(text: str, width: int | None, *, break_words: bool = True) -> list[str]:
@@ -151,8 +155,15 @@ def wrap_pieces(pieces: Sequence[Piece], width: int) -> list[list[Piece]]:
             used += size
             continue
         for text, style in word:  # a word longer than the line: break it by cells
-            for ch in text:
-                w = char_width(ch)
+            # A marked match stays on one line when it fits one; else its marks stay whole and
+            # with the character they mark (`>>>会`, `議<<<`).
+            atoms = [
+                part
+                for whole in _MATCH_ATOM.findall(text)
+                for part in ([whole] if display_width(whole) <= width else _ATOM.findall(whole))
+            ]
+            for ch in atoms:
+                w = display_width(ch)
                 if used + w > width and used:
                     lines.append([])
                     used = 0

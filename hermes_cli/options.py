@@ -118,7 +118,8 @@ ColorOption = Annotated[
     typer.Option(
         "--color",
         help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
-        "always, or never. Colour never changes the layout.",
+        "always, or never. Colour changes only how a search match looks (reverse video, or "
+        ">>>marked<<< without colour).",
     ),
 ]
 NoPagerFlag = Annotated[
