@@ -119,8 +119,8 @@ def _role_style(role: str) -> str | None:
 
 SEP = " · "
 SNIPPET_INDENT = "    "
-HIT_TITLE_MIN = 16  # cells a hit header keeps for the title before it cuts the role
-HIT_ROLE_MIN = 9  # a cut role keeps at least `tool (ab…`
+HIT_TITLE_MIN = 20  # cells a hit header keeps for the title before it cuts the role
+HIT_ROLE_MIN = 6  # a cut role keeps at least `assi…`
 
 
 def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | None]) -> None:

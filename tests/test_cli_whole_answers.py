@@ -548,3 +548,108 @@ def test_restore_into_an_empty_home_does_not_ask_to_replace(sample: Path, tmp_pa
         ]
         == 12
     )
+
+
+# --- 9, 10: narrow and colour terminals (a real pseudo-terminal of the given size) -----------
+
+
+def test_list_at_60_columns_keeps_the_continuation_mark(sample: Path) -> None:
+    from clitools import pty_child
+
+    text = pty_child("sessions", "list", "--no-pager", columns=60, env={"NO_COLOR": "1"}).output
+    rows = {line.split()[0]: line for line in text.splitlines() if line[:8].isdigit()}
+    second, first = rows["20261122_113000_e11b21"], rows["20261122_101500_e11b20"]
+    assert " #2 " in second and "#2" not in first
+    assert all(len(line) <= 60 for line in text.splitlines())
+
+
+def test_a_vaulted_hit_keeps_its_whole_mark_at_60_columns(sample: Path) -> None:
+    from clitools import pty_child
+
+    assert child("vault", "move", "--older-than", "3d", "--yes").returncode == 0
+    text = pty_child(
+        "sessions", "search", "chat-send", "--no-pager", columns=60, env={"NO_COLOR": "1"}
+    ).output
+    headers = [line for line in text.splitlines() if line.startswith("20261120_160245_c3f871 · ")]
+    assert headers and all("[vault 2026]" in line for line in headers)
+    assert "[vault 20…" not in text
+
+
+def test_a_marked_cjk_match_is_never_split_across_lines(sample: Path) -> None:
+    import re
+
+    from clitools import pty_child
+
+    for columns in (60, 61, 62, 63):
+        text = pty_child(
+            "sessions", "search", "会議", "--no-pager", columns=columns, env={"NO_COLOR": "1"}
+        ).output
+        snippets = [line for line in text.splitlines() if line.startswith("    ")]
+        assert any(">>>会議<<<" in line for line in snippets)
+        for line in snippets:
+            assert line.count(">>>") == line.count("<<<"), (columns, line)
+            assert not re.search(r"(^|[^>])>{1,2}$|^\s*<{1,2}([^<]|$)", line), (columns, line)
+
+
+def test_a_long_role_is_cut_before_the_session_title(hermes_home: Path) -> None:
+    from clitools import pty_child
+
+    from hermes_state import messages, sessions
+    from hermes_state.connection import open_store
+
+    with open_store(default_db_path()) as store:
+        sessions.create_session(store, "t1", "cli", started_at=1_764_000_000.0)
+        sessions.set_session_title(store, "t1", "Quarterly report numbers")
+        messages.append_messages(
+            store,
+            "t1",
+            [
+                {
+                    "role": "tool",
+                    "tool_name": "mcp_filesystem_read_multiple_files_with_metadata",
+                    "content": "zeppelin figures for the quarter",
+                    "timestamp": 1_764_000_001.0,
+                }
+            ],
+        )
+    text = pty_child(
+        "sessions", "search", "zeppelin", "--no-pager", columns=60, env={"NO_COLOR": "1"}
+    ).output
+    (header,) = [line for line in text.splitlines() if line.startswith("t1 · ")]
+    assert "Quarterly report nu" in header and "tool (mcp_" in header and "…" in header
+    assert len(header) <= 60
+
+
+def test_a_confirmation_prompt_wraps_at_spaces(sample: Path) -> None:
+    from clitools import pty_child
+
+    out = pty_child(
+        "sessions",
+        "delete",
+        "20261118_091502_a1c9e2",
+        columns=60,
+        input="n\n",
+        env={"NO_COLOR": "1"},
+    ).output
+    question = (
+        "Delete session '20261118_091502_a1c9e2' (Fix Docker build) and its 5 stored messages "
+        "(5 live, the rest earlier generations)? [y/N]"
+    )
+    start = out.index("Delete session")
+    lines = out[start : out.index("[y/N]") + 5].splitlines()
+    assert len(lines) > 1 and all(len(line) <= 59 for line in lines)
+    assert " ".join(lines) == question  # every break is at a space
+
+
+def test_usage_at_80_columns_gives_exact_counts_and_one_cost_column(sample: Path) -> None:
+    from clitools import pty_child
+
+    text = pty_child("usage", "--no-pager", columns=80, env={"NO_COLOR": "1"}).output
+    header = text.splitlines()[1]
+    assert header.split() == ["Model", "Sessions", "Input", "Output", "Cost"]
+    assert "138,805" in text and "k " not in text  # 138.8k only when the columns need it
+    assert "Not shown: Calls, Cache read, Cache write, Reasoning (0 in every row)." in text
+    by_session = pty_child(
+        "usage", "--by", "session", "--no-pager", columns=80, env={"NO_COLOR": "1"}
+    ).output
+    assert "Refactor search module #2" in by_session  # titles whole: no duplicate cost column
