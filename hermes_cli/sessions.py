@@ -369,8 +369,11 @@ SEARCH_SYNTAX = """Query syntax:
   accents folded; CJK text wherever it appears), wherever it stands in the
   query: 'a OR b -c' is a or b, without c. A query needs a word to search
   for: one of exclusions only ('NOT docker', -docker) is refused, as no index
-  can list what lacks a word cheaply. Quote a query with -word for the shell,
-  or put -- before it: hermes sessions search -- docker -compose.
+  can list what lacks a word cheaply. After the first word, -word needs no
+  quotes (hermes sessions search docker -compose); a query that starts with
+  -word needs quotes or --: hermes sessions search -- -compose docker.
+  Session titles are searched too: matching titles are listed first, under
+  "Title matches:", and counted apart from the messages.
   Refused with a message, never dropped: parentheses, NEAR(...), column
   filters (role:, source:, content:), ^word, * other than at a word's end, an
   operator with nothing on one side, an unclosed quote. Put text in "quotes"
@@ -847,7 +850,7 @@ def browse(
     examples=[
         "hermes sessions resume-command 20261118_091502_a1c9e2",
         'hermes sessions resume-command "Fix Docker build"',
-        "hermes -p work sessions resume-command 20261118 --json",
+        "hermes -p coder sessions resume-command 20261118 --json",
     ],
 )
 def resume_command(session: ExactSessionRef, as_json: JsonFlag = False) -> None:
