@@ -91,7 +91,7 @@ def move(
         with render.progress("Finding sessions to move"):
             preview = vault.move_sessions(store, home, days, sources=sources, dry_run=True)
         if as_json and (dry_run or not preview.sessions):
-            render.emit_json(preview.to_dict())
+            render.emit_json(records.prune(preview.to_dict()))
             return
         if not as_json:
             _plan_view(preview)
@@ -117,7 +117,7 @@ def move(
                 store, bar, result, compact=compact, force=force
             )
     if as_json:
-        store_views.deletion_json(result, optimized)
+        store_views.deletion_json(result, optimized, shape=records.prune)
         return
     render.echo(
         f"Moved {result.sessions} session(s) ({result.messages} stored messages) into the vault."
