@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from hermes_state import cjk
 from hermes_state.query import Query, Term, fold, has_words, parse_query
 from hermes_state.sessions import activity_sql, listing_conditions
+from hermes_state.sql import chunks, marks
 
 if TYPE_CHECKING:
     from hermes_state.connection import Store
@@ -74,13 +75,25 @@ def search_titles(
     where += ["s.id IS NOT NULL", "s.title IS NOT NULL", "s.title <> ''"]
     model = "s.model" if "model" in live else "NULL"
     sql = (
-        f"SELECT s.id, s.title, s.source, {model} AS model, s.started_at, "
-        f"{activity_sql(live, 's')} AS last_active FROM sessions s WHERE {' AND '.join(where)}"
+        f"SELECT s.id, s.title, s.source, {model} AS model, s.started_at "
+        f"FROM sessions s WHERE {' AND '.join(where)}"
     )
     found = [
         dict(row)
         for row in store.conn.execute(sql, params)
         if isinstance(row["title"], str) and title_matches(row["title"], query)
     ]
+    # Last activity (a lookup in messages per session) only for the sessions that matched.
+    active: dict[Any, Any] = {}
+    for batch in chunks([r["id"] for r in found]):
+        active.update(
+            store.conn.execute(
+                f"SELECT s.id, {activity_sql(live, 's')} FROM sessions s "
+                f"WHERE s.id IN ({marks(len(batch))})",
+                batch,
+            ).fetchall()
+        )
+    for r in found:
+        r["last_active"] = active.get(r["id"])
     found.sort(key=lambda r: (r["last_active"] or 0, r["id"]), reverse=True)
     return found
