@@ -49,12 +49,12 @@ _hermes() {
                 ((i + 1 < COMP_CWORD)) && _hermes_profile=(-p "${COMP_WORDS[i+1]}")
                 skip=1; continue ;;
             --profile=*) _hermes_profile=(-p "${word#--profile=}"); continue ;;
-            --after-id | --as | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --follow | --format | --from | --interval | --keep | --limit | --machine | --model | --newer-than | --offset | --older-than | --on-conflict | --on-title-clash | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --to | --until | --wait | -n | -o) skip=1; continue ;;
+            --after-id | --as | --at | --by | --chart | --color | --count | --endpoint | --exclude-source | --fields | --follow | --format | --from | --interval | --keep | --limit | --machine | --model | --newer-than | --offset | --older-than | --on-conflict | --on-title-clash | --output | --print | --report | --role | --session-id | --since | --sort | --source | --tail | --title | --to | --until | --wait | -n | -o) skip=1; continue ;;
             -*) continue ;;
         esac
         candidate="${cmdpath:+$cmdpath }$word"
         case "$candidate" in
-            "restore" | "replicate" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
+            "restore" | "replicate" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions resume-command" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
             *) npos=$((npos + 1)) ;;
         esac
     done
@@ -87,6 +87,8 @@ _hermes() {
         "watch:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
         "sessions list:--source") _hermes_offer "sources" "$cur"; return ;;
         "sessions list:--exclude-source") _hermes_offer "sources" "$cur"; return ;;
+        "sessions list:--title") _hermes_offer "" "$cur"; return ;;
+        "sessions list:--model") _hermes_offer "" "$cur"; return ;;
         "sessions list:--since") _hermes_offer "" "$cur"; return ;;
         "sessions list:--until") _hermes_offer "" "$cur"; return ;;
         "sessions list:-n" | "sessions list:--limit") _hermes_offer "" "$cur"; return ;;
@@ -103,10 +105,10 @@ _hermes() {
         "sessions search:--until") _hermes_offer "" "$cur"; return ;;
         "sessions search:-n" | "sessions search:--limit") _hermes_offer "" "$cur"; return ;;
         "sessions search:--sort") _hermes_offer "=rank,newest,oldest" "$cur"; return ;;
-        "sessions search:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions search:--format") _hermes_offer "=table,json,jsonl,csv,tsv" "$cur"; return ;;
         "sessions search:--fields") _hermes_offer "" "$cur"; return ;;
         "sessions search:--color") _hermes_offer "=auto,always,never" "$cur"; return ;;
+        "sessions search:--machine") _hermes_offer "" "$cur"; return ;;
         "sessions browse:--source") _hermes_offer "sources" "$cur"; return ;;
         "sessions browse:--role") _hermes_offer "roles" "$cur"; return ;;
         "sessions browse:--since") _hermes_offer "" "$cur"; return ;;
@@ -159,10 +161,11 @@ _hermes() {
         "usage") opts="--since --until --by --source --model --chart --live --format --json --fields --color --no-pager -h --help -p --profile" ;;
         "watch") opts="--once --count --interval --format --json --color -h --help -p --profile" ;;
         "mcp") opts="--redact --no-redact -h --help -p --profile" ;;
-        "sessions") opts="-h --help -p --profile"; subs="list search browse show export import delete rename pin unpin archive unarchive prune stats recover" ;;
-        "sessions list") opts="--source --exclude-source --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --machine --format --json --fields --color --no-pager -h --help -p --profile" ;;
-        "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --machine --format --json --fields --color --no-pager -h --help -p --profile"; args=(""); variadic=1 ;;
+        "sessions") opts="-h --help -p --profile"; subs="list search browse resume-command show export import delete rename pin unpin archive unarchive prune stats recover" ;;
+        "sessions list") opts="--source --exclude-source --title --model --since --until -n --limit --offset --archived --sort --reverse --all-profiles --vault --machine --format --json --fields --color --no-pager -h --help -p --profile" ;;
+        "sessions search") opts="--source --exclude-source --role --since --until -n --limit --sort --all --complete --archived --live --format --json --fields --color --no-pager --machine -h --help -p --profile"; args=(""); variadic=1 ;;
         "sessions browse") opts="--source --role --since --archived --print --print-id --vault -h --help -p --profile"; args=("") ;;
+        "sessions resume-command") opts="--json -h --help -p --profile"; args=("ids") ;;
         "sessions show") opts="--all --tail --role --reasoning --redact --machine --format --json --color --no-pager -h --help -p --profile"; args=("ids") ;;
         "sessions export") opts="-o --output --format --session-id --source --exclude-source --since --newer-than --until --older-than --after-id --redact -h --help -p --profile" ;;
         "sessions import") opts="--on-conflict --on-title-clash --json -h --help -p --profile"; args=("files") ;;

@@ -9,6 +9,7 @@ position) is `--json --fields id,title`."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 PROFILE_FLAGS = ("-p", "--profile")
@@ -72,6 +73,11 @@ def agent_option(argv: list[str]) -> str | None:
     return None
 
 
+def _looks_like_fields(after: list[str]) -> bool:
+    """Tell whether the token after --json is a comma-separated list of field names."""
+    return bool(after) and re.fullmatch(r"[a-z_]+(,[a-z_]+)+,?", after[0]) is not None
+
+
 def take_global_flags(argv: list[str]) -> tuple[GlobalFlags, list[str]]:
     """Return the global flags of argv[1:] (the last of each wins) and argv without them."""
     flags = GlobalFlags()
@@ -87,6 +93,12 @@ def take_global_flags(argv: list[str]) -> tuple[GlobalFlags, list[str]]:
             moved = []
             kept.extend(rest[i:])
             break
+        if token == "--json" and _looks_like_fields(rest[i + 1 : i + 2]):
+            # gh's spelling, `--json id,title`: here fields follow an equals sign.
+            raise FlagError(
+                f"--json takes its fields after an equals sign: --json={rest[i + 1]} "
+                f"(or --json --fields {rest[i + 1]})"
+            )
         if token.startswith("--json="):
             fields = ["--json", "--fields", token.removeprefix("--json=")]
             (kept if command_seen else moved).extend(fields)

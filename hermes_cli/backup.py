@@ -246,11 +246,18 @@ def restore(
         prepared = lib.prepare_restore(archive, home, force=force, vault=not no_vault)
     with prepared:
         store_views.restore_plan(prepared.plan, err=as_json)
-        question = (
-            "Replace it with this file?"
-            if prepared.plan.source == "database"
-            else "Replace them with the archive's?"
+        plan = prepared.plan
+        replaces = plan.files_replaced or any(
+            d.before is not None or d.before_problem for d in plan.databases
         )
+        if not replaces:  # an empty home: nothing to replace, so nothing to ask about replacing
+            question = "Nothing here is replaced. Restore " + (
+                "this file as the store?" if plan.source == "database" else "the archive here?"
+            )
+        elif plan.source == "database":
+            question = "Replace it with this file?"
+        else:
+            question = "Replace them with the archive's?"
         render.confirm(question, assume_yes=yes)
         with render.progress("Restoring (copy of the current store, then the new one)"):
             result = prepared.apply()

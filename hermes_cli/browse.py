@@ -1056,12 +1056,12 @@ PRINT_CHOICES = ("id", "resume")
 
 def resume_line(session_id: str) -> str:
     """Return the line that resumes the session in Hermes Agent: the agent's own command line,
-    `hermes --resume ID` (with -p for a named profile), not an option of this tool."""
+    `/path/to/agent/hermes --resume ID` (with -p for a named profile), not this tool's."""
+    from hermes_cli.agent_command import resume_command
     from hermes_state.home import DEFAULT_PROFILE, current_profile_name
 
     name = current_profile_name()
-    profile = f"-p {shlex.quote(name)} " if name != DEFAULT_PROFILE else ""
-    return f"hermes {profile}--resume {shlex.quote(session_id)}"
+    return resume_command(session_id, None if name == DEFAULT_PROFILE else name).line
 
 
 def chosen_line(session_id: str, what: str) -> str:

@@ -294,6 +294,9 @@ def _help_entries(
     return entries
 
 
+HELP_BOX_ROWS = 5  # the help box's border (2), title (1), gap (1) and "more keys" line (1)
+
+
 class HelpScreen(ModalScreen[None]):
     """Every key of the screen below it and what it does; any of Esc, F1, q or Enter closes."""
 
@@ -320,9 +323,31 @@ class HelpScreen(ModalScreen[None]):
             yield Static(title)
             with VerticalScroll(id="help-keys"):
                 yield Static(table)
+            yield Static("", id="help-more")
 
     def on_mount(self) -> None:
-        self.query_one("#help-keys", VerticalScroll).focus()
+        keys = self.query_one("#help-keys", VerticalScroll)
+        keys.focus()
+        self._fit_keys()
+        self.watch(keys, "scroll_y", lambda _old, _new: self._more_hint(), init=False)
+        self.call_after_refresh(self._more_hint)
+
+    def on_resize(self) -> None:
+        self._fit_keys()
+        self.call_after_refresh(self._more_hint)
+
+    def _fit_keys(self) -> None:
+        """Give the key list the rows the box has inside: 90% of the screen less its border,
+        title, the gap under it and the line that says more keys are below."""
+        rows = int(self.size.height * 0.9) - HELP_BOX_ROWS
+        self.query_one("#help-keys", VerticalScroll).styles.max_height = max(3, rows)
+
+    def _more_hint(self) -> None:
+        """Say, under a key list cut by a short terminal, that more keys are below."""
+        keys = self.query_one("#help-keys", VerticalScroll)
+        more = keys.max_scroll_y > 0 and keys.scroll_y < keys.max_scroll_y
+        hint = "more keys below: Down, PgDn or End" if more else ""
+        self.query_one("#help-more", Static).update(Text(hint, style="dim"))
 
     def action_close(self) -> None:
         """Close the help."""
@@ -1330,7 +1355,8 @@ class BrowseApp(App[str | None]):
     #transcript-status { height: 1; background: $panel; }
     ConfirmScreen, AskScreen, HelpScreen { align: center middle; }
     .dialog.help { width: 90%; max-width: 100; height: auto; max-height: 90%; padding: 0 1; }
-    #help-keys { height: auto; max-height: 100%; margin-top: 1; }
+    #help-keys { height: auto; margin-top: 1; }
+    #help-more { height: 1; }
     .dialog {
         width: 80%; max-width: 90; height: auto; padding: 1 2;
         border: thick $primary; background: $surface;

@@ -742,14 +742,23 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
         "sessions search",
         '{"query": Q, "ordering": O, "route": R, "partial": B, "ranked": N, "examined": N, '
         '"candidates": N, "searched_back_to": T, "matches": N, "sessions": N, "complete": B, '
-        '"hits": [HIT...]}; ordering is rank (BM25 '
+        '"hits": [HIT...], "title_match_count": N, "title_matches": [TITLE_MATCH...]}; '
+        "ordering is rank (BM25 "
         "over every match), rank_recent (BM25 over the newest `ranked` matches; more exist), "
         "newest or oldest; route is word, cjk, trigram, scan or none; partial is true when the "
         "search stopped at its work budget, having examined `examined` of `candidates` "
         "candidate messages back to `searched_back_to` (null otherwise); matches and sessions "
         "are exact counts when complete is true, else lower bounds (the search stopped at its "
-        "2,000th match or its work budget; --all counts every one); a hit's vault is the "
-        'vault year of the store it came from ("2025"), or null for the live store. Records: HIT.',
+        "2,000th match or its work budget; --all counts every one); ranked is how many "
+        "matches were ranked by relevance (0 in time order); searched_back_to is an ISO time; "
+        "a hit's vault is the "
+        'vault year of the store it came from ("2025"), or null for the live store. '
+        "title_matches are the sessions whose title matches the query (every wanted term in "
+        "the title, no excluded one; not with --role), most recently active first, each {"
+        + _keys(records.TITLE_HIT_KEYS)
+        + "}; they are not counted in matches or sessions. Without -n, --json and --format "
+        "jsonl/csv/tsv give every hit, and every hit (-n 0 too) is found as with --all. "
+        "Records: HIT (title matches are noted on stderr).",
     ),
     (
         "sessions show",
@@ -794,11 +803,15 @@ JSON_KEYS: tuple[tuple[str, str], ...] = (
     ),
     (
         "sessions prune --json",
-        "{older_than_days, cutoff, dry_run, sessions, messages, session_ids, "
-        "bytes_reclaimable, busy, kept_for_lineage, children_repointed, ledger_rows_removed, "
-        "sources, exclude_sources, active_after, details: [{id, title, last_active, messages, "
-        "bytes}] (a dry run: its first 50 sessions), reclaimed (after a real prune: the "
-        "optimize result, or null)}.",
+        "{older_than_days (to the second), until_at (the cutoff), dry_run, sessions, messages, "
+        "session_ids, bytes_reclaimable, busy, kept_for_lineage, children_repointed, "
+        "ledger_rows_removed, sources, exclude_sources, started_after_at, since_at (--since), "
+        "details: [{id, title, last_active_at, messages, bytes}] (a dry run: its first 50 "
+        "sessions), reclaimed (after a real prune: the optimize result, or null)}.",
+    ),
+    (
+        "vault list --json",
+        '{"stores": [{' + _keys(records.VAULT_STORE_KEYS) + "}...]}; path is absolute.",
     ),
     (
         "usage",
@@ -947,7 +960,8 @@ def man(root: CommandDoc) -> str:
             "output goes through a pager (see HERMES_PAGER). Piped or redirected, the same "
             "layout is printed whole: nothing cut, absolute local times, exact counts, no "
             "colour, no pager. Colour follows --color auto|always|never, FORCE_COLOR and "
-            "NO_COLOR, and never changes the layout. --format json|jsonl|csv|tsv (and --json) "
+            "NO_COLOR; it changes nothing but a search match's look (reverse video, or "
+            ">>>marked<<< without colour). --format json|jsonl|csv|tsv (and --json) "
             "print data for programs, described under JSON OUTPUT, and nothing else on stdout."
         ),
         ".SS Stored text",

@@ -1,5 +1,14 @@
-"""Parsing ages and dates given on the command line: `90`, `90d`, `12h`, `2w`, ISO dates, and
-the natural forms `today`, `yesterday`, `2 weeks ago`, `last monday`."""
+"""Parsing ages and dates given on the command line: `90`, `90d`, `12h`, `2w`, `1mo`, `1y`, ISO
+dates and months (`2026-11`), and the natural forms `today`, `yesterday`, `2 weeks ago`,
+`last monday`, `this month`, `last week`.
+
+One rule: every form names a moment, and --since/--until both take that moment. A duration
+(`30d`, `1mo`, `2 weeks ago`) counts back from now; a calendar word names the local midnight that
+starts its day, week (weeks start on Monday), month or year: `this month` is the 1st of this month,
+`last month` the 1st of the month before, `last week` the Monday before this week's. So
+`--since 'last month' --until 'this month'` is exactly last month, and `--since 2026-11 --until
+2026-12` is November.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +17,9 @@ import time
 from datetime import datetime, timedelta
 
 ACCEPTED_FORMS = (
-    "90 (days), 90d, 12h, 30m, 2w, '2 weeks ago', today, yesterday, 'last monday', "
-    "or an ISO date like 2026-01-31 or 2026-01-31T14:30"
+    "90 (days), 90d, 12h, 30m, 2w, 1mo, 1y, '2 weeks ago', today, yesterday, 'last monday', "
+    "'this week', 'last month', 'this year', a month like 2026-11, or an ISO date like "
+    "2026-01-31 or 2026-01-31T14:30"
 )
 
 _UNIT_SECONDS = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
@@ -32,6 +42,8 @@ _UNIT_WORDS = {
     "years": "year",
 }
 _WORDS_RE = re.compile(r"(\d+|an?)\s+([a-z]+)(?:\s+ago)?", re.ASCII)
+_CALENDAR_RE = re.compile(r"(\d+)\s*(mo|y)", re.ASCII)  # 1mo, 2y: calendar months back
+_MONTH_RE = re.compile(r"(\d{4})-(\d{2})", re.ASCII)  # 2026-11: the month's first midnight
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 
 
@@ -49,7 +61,14 @@ def parse_age_seconds(text: str) -> float:
 
 
 def parse_iso(text: str) -> float:
-    """Return the epoch seconds of an ISO date or date-time (naive means local time)."""
+    """Return the epoch seconds of an ISO date or date-time (naive means local time), or of the
+    first local midnight of a month written YYYY-MM."""
+    month = _MONTH_RE.fullmatch(text.strip())
+    if month is not None:
+        try:
+            return datetime(int(month.group(1)), int(month.group(2)), 1).timestamp()
+        except ValueError:
+            raise DurationError(text) from None
     try:
         parsed = datetime.fromisoformat(text.strip())
     except ValueError:
@@ -69,11 +88,23 @@ def _months_back(moment: datetime, months: int) -> datetime:
             day -= 1  # 31 March minus one month is 28 or 29 February
 
 
+def _period_start(midnight: datetime, unit: str, back: int) -> datetime:
+    """Return the midnight that starts the week, month or year `back` periods before this one."""
+    if unit == "week":
+        return midnight - timedelta(days=midnight.weekday() + 7 * back)
+    if unit == "month":
+        return _months_back(midnight.replace(day=1), back)
+    return midnight.replace(year=midnight.year - back, month=1, day=1)
+
+
 def parse_natural(text: str, *, now: float) -> float:
-    """Return the moment a natural phrase names: today, yesterday, `2 weeks ago`, `last friday`.
+    """Return the moment a natural phrase names: today, yesterday, `2 weeks ago`, `last friday`,
+    `this month`, `last week`.
 
     `today` and `yesterday` are local midnights; `last monday` (or `monday`) is the midnight
-    that starts the most recent Monday before today.
+    that starts the most recent Monday before today; `this week|month|year` and `last
+    week|month|year` are the midnights that start those calendar periods (weeks start on
+    Monday). `N units ago` counts back from now.
     """
     phrase = " ".join(text.strip().lower().split())
     here = datetime.fromtimestamp(now)
@@ -88,8 +119,9 @@ def parse_natural(text: str, *, now: float) -> float:
     if day in _WEEKDAYS:
         back = (here.weekday() - _WEEKDAYS.index(day) - 1) % 7 + 1
         return (midnight - timedelta(days=back)).timestamp()
-    if phrase in ("last week", "last month", "last year"):
-        phrase = "1 " + phrase.removeprefix("last ") + " ago"
+    which, _, unit = phrase.partition(" ")
+    if which in ("this", "last") and unit in ("week", "month", "year"):
+        return _period_start(midnight, unit, 0 if which == "this" else 1).timestamp()
     match = _WORDS_RE.fullmatch(phrase)
     if match is None or match.group(2) not in _UNIT_WORDS:
         raise DurationError(text)
@@ -109,6 +141,10 @@ def parse_cutoff(text: str, *, now: float | None = None) -> float:
         return now - parse_age_seconds(text)
     except DurationError:
         pass
+    calendar = _CALENDAR_RE.fullmatch(text.strip().lower())
+    if calendar is not None:
+        months = int(calendar.group(1)) * (12 if calendar.group(2) == "y" else 1)
+        return _months_back(datetime.fromtimestamp(now), months).timestamp()
     try:
         return parse_natural(text, now=now)
     except DurationError:

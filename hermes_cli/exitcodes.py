@@ -12,6 +12,7 @@ class ExitCode(IntEnum):
     FAILURE = 1
     USAGE = 2
     BUSY = 75  # EX_TEMPFAIL: the store stayed locked; retrying later can succeed
+    INTERRUPTED = 130  # 128 + SIGINT: stopped by Ctrl-C
 
 
 MEANINGS: dict[ExitCode, str] = {
@@ -23,4 +24,6 @@ MEANINGS: dict[ExitCode, str] = {
     "profile name, or a sort the query cannot have.",
     ExitCode.BUSY: "The store stayed busy: another process held its lock beyond the wait "
     "(--wait SECONDS, --no-wait); retry later.",
+    ExitCode.INTERRUPTED: "Interrupted (Ctrl-C). A long write says what it did first; what it "
+    "committed is kept, the store stays healthy, and running the same command again finishes.",
 }

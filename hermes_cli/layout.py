@@ -46,13 +46,41 @@ def visible_width(text: str) -> int:
     return display_width(_SGR.sub("", text)) if "\x1b" in text else display_width(text)
 
 
+# The parts of a label that tell rows apart, kept whole when the rest is cut: the `#2` of a
+# continuation's title and the `[vault 2025]` mark before a vaulted session's title.
+_LEAD_MARK = re.compile(r"^\[vault [^\]]{1,12}\] ")
+_TAIL_MARK = re.compile(r" #\d{1,6}$")
+
+
 def truncate(text: str | None, width: int | None) -> str:
-    """Cut one-line text to at most width cells, ending with an ellipsis when cut (None: whole)."""
+    """Cut one-line text to at most width cells, ending with an ellipsis when cut (None: whole).
+
+    A leading `[vault 2025] ` and a trailing ` #2` stay whole when there is room for them and a
+    little of the rest: the middle is cut (`[vault 2025] Refactor sea… #2`).
+    """
     flat = " ".join(str(text or "").split())
     if width is None or display_width(flat) <= width:
         return flat
     if width <= 0:
         return ""
+    lead = _LEAD_MARK.match(flat)
+    tail = _TAIL_MARK.search(flat)
+    head_text = lead.group(0) if lead else ""
+    tail_text = tail.group(0) if tail else ""
+    if head_text or tail_text:
+        middle = flat[len(head_text) : len(flat) - len(tail_text)]
+        room = width - display_width(head_text) - display_width(tail_text)
+        if room >= 4 and middle:
+            return head_text + _cut(middle, room) + tail_text
+        if head_text and display_width(head_text.strip()) <= width:
+            return head_text.strip()  # no room for the title: the mark says where it lives
+    return _cut(flat, width)
+
+
+def _cut(flat: str, width: int) -> str:
+    """Cut text that is wider than width to width cells, the last one an ellipsis."""
+    if display_width(flat) <= width:
+        return flat
     out, used = [], 0
     for ch in flat:
         w = char_width(ch)
@@ -72,6 +100,8 @@ def pad(text: str, width: int, justify: str = "left") -> str:
 # --- wrapping -------------------------------------------------------------------------------
 
 Piece = tuple[str, str | None]  # (text, style)
+_ATOM = re.compile(r"(?:>>>)?.(?:<<<)?", re.DOTALL)  # a character with the match marks on it
+_MATCH_ATOM = re.compile(r">>>.+?<<<|.", re.DOTALL)  # a whole marked match, or one character
 
 
 def wrap_text(text: str, width: int | None, *, break_words: bool = True) -> list[str]:
@@ -125,8 +155,15 @@ def wrap_pieces(pieces: Sequence[Piece], width: int) -> list[list[Piece]]:
             used += size
             continue
         for text, style in word:  # a word longer than the line: break it by cells
-            for ch in text:
-                w = char_width(ch)
+            # A marked match stays on one line when it fits one; else its marks stay whole and
+            # with the character they mark (`>>>会`, `議<<<`).
+            atoms = [
+                part
+                for whole in _MATCH_ATOM.findall(text)
+                for part in ([whole] if display_width(whole) <= width else _ATOM.findall(whole))
+            ]
+            for ch in atoms:
+                w = display_width(ch)
                 if used + w > width and used:
                     lines.append([])
                     used = 0

@@ -7,6 +7,7 @@ Command modules import the storage library inside their functions, so `hermes --
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 from collections.abc import Sequence
@@ -85,6 +86,15 @@ def _usage_line(exc: Any) -> str:
     return " ".join(message.split())
 
 
+def _json_fields_hint(args: list[str], exc: Any) -> str:
+    """Return how to write fields when `--json NAME` left NAME as an unexpected argument."""
+    message = exc.format_message()
+    for before, after in itertools.pairwise(args):
+        if before == "--json" and "extra argument" in message and f"({after})" in message:
+            return f"fields follow an equals sign: --json={after}"
+    return ""
+
+
 class _ReaderLeft(Exception):
     """The reader of stdout closed the pipe (carried past Typer, which exits 1 on EPIPE)."""
 
@@ -147,6 +157,9 @@ def _make_group_class() -> type:
                 code = ExitCode.OK
             except click_exc.UsageError as exc:
                 render.echo(f"Error: {_usage_line(exc)}", err=True)
+                hint = _json_fields_hint(list(args or ()), exc)
+                if hint:
+                    render.echo(f"Hint: {hint}", err=True)
                 code = ExitCode.USAGE
             except click_exc.ClickException as exc:
                 exc.show()

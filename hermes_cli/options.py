@@ -22,11 +22,14 @@ FORMAT_HELP = (
     "newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1)."
 )
 AGE_HELP = (
-    "AGE: 90 (days), 90d, 12h, 30m, 2w, '2 weeks ago', yesterday, 'last monday', or an ISO date."
+    "AGE: 90 (days), 90d, 12h, 30m, 2w, 1mo, 1y, '2 weeks ago', yesterday, 'last monday', "
+    "'last month', a month (2026-11) or an ISO date."
 )
 WHEN_HELP = (
-    "WHEN: a duration back from now (7d, 12h, 2w, '2 weeks ago'), today, yesterday, "
-    "'last monday', or an ISO date (2026-01-31)."
+    "WHEN: a duration back from now (7d, 12h, 2w, 1mo, 1y, '2 weeks ago'), or the local "
+    "midnight that starts a day, week (from Monday), month or year: today, yesterday, "
+    "'last monday', 'this week', 'last week', 'this month', 'last month', 'this year', a month "
+    "(2026-11: its 1st), an ISO date (2026-01-31)."
 )
 # One rule for every command: a title names the session with exactly that title (a session
 # compression continued keeps its title; the continuation is `TITLE #2`).
@@ -65,6 +68,12 @@ def validate_texts(values: list[str] | None) -> list[str] | None:
             raw = os.fsencode(value).decode("ascii", "backslashreplace")  # the bytes as given
             raise typer.BadParameter(f"'{raw}' is not valid UTF-8 text") from None
     return values
+
+
+def validate_text(value: str | None) -> str | None:
+    """Reject, at parse time, one option value that is not valid text (exit 2)."""
+    validate_texts(None if value is None else [value])
+    return value
 
 
 def cutoff(value: str | None) -> float | None:
@@ -109,7 +118,8 @@ ColorOption = Annotated[
     typer.Option(
         "--color",
         help="Colour: auto (on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it), "
-        "always, or never. Colour never changes the layout.",
+        "always, or never. Colour changes only how a search match looks (reverse video, or "
+        ">>>marked<<< without colour).",
     ),
 ]
 NoPagerFlag = Annotated[
@@ -204,6 +214,57 @@ class HermesCommand(TyperCommand):
         return pieces
 
 
+class QueryCommand(HermesCommand):
+    """A command whose variadic QUERY may hold `-word` exclusions unquoted after its first word.
+
+    `hermes sessions search docker -build`: a token that starts with one dash, comes after the
+    first query word and is not one of the command's options is a query word, not an option.
+    The line is reordered to its options, then `--`, then the words in their order.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """Move the query words (dash-words after the first word among them) after `--`."""
+        return super().parse_args(ctx, query_words_last(args, self.params))
+
+
+def query_words_last(args: list[str], params: Sequence[Any]) -> list[str]:
+    """Return args with every query word after `--` when a `-word` follows the first word."""
+    takes_value: set[str] = set()
+    known: set[str] = set()
+    for param in params:
+        if param.param_type_name != "option":
+            continue
+        names = [*param.opts, *param.secondary_opts]
+        known.update(names)
+        if not param.is_flag and not param.count:
+            takes_value.update(names)
+    known.update(("-h", "--help"))
+    options: list[str] = []
+    words: list[str] = []
+    moved = False
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            words.extend(args[i + 1 :])
+            break
+        name = token.split("=", 1)[0]
+        # `-n5` is -n 5; `-nginx` is a query word (a number is all -n ever takes).
+        short_value = token[:2] in takes_value and token[1] != "-" and token[2:].isdigit()
+        if token.startswith("-") and len(token) > 1 and (name in known or short_value):
+            options.append(token)
+            if name in takes_value and "=" not in token and not short_value and i + 1 < len(args):
+                options.append(args[i + 1])
+                i += 1
+        elif token.startswith("-") and len(token) > 1 and not token.startswith("--") and words:
+            words.append(token)  # `-build` after a query word: an exclusion
+            moved = True
+        else:
+            words.append(token)
+        i += 1
+    return [*options, "--", *words] if moved else args
+
+
 def examples_epilog(examples: Sequence[str]) -> str:
     """Return an --help epilog listing examples, one per line, never rewrapped."""
     # \b stops click from rewrapping the paragraph that follows.
@@ -221,9 +282,14 @@ def examples_of(epilog: str | None) -> list[str]:
 
 
 def command(
-    app: typer.Typer, name: str, *, examples: Sequence[str], keys: str = ""
+    app: typer.Typer,
+    name: str,
+    *,
+    examples: Sequence[str],
+    keys: str = "",
+    cls: type[HermesCommand] = HermesCommand,
 ) -> Callable[..., Any]:
     """Register a command on app with readable usage and an Examples section in its help
     (after ``keys``, a block of its own such as the keys of a full-screen command)."""
     epilog = examples_epilog(examples)
-    return app.command(name, cls=HermesCommand, epilog=f"{keys}\n{epilog}" if keys else epilog)
+    return app.command(name, cls=cls, epilog=f"{keys}\n{epilog}" if keys else epilog)

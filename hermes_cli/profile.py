@@ -22,16 +22,15 @@ app = typer.Typer(
 
 
 def _info_json(info: object) -> dict[str, Any]:
-    from hermes_state.home import STORE_FILE
+    from hermes_state.footprint import profile_footprint
 
     path = info.path  # type: ignore[attr-defined]
-    store = path / STORE_FILE
     return {
         "name": info.name,  # type: ignore[attr-defined]
         "path": str(path),
         "active": info.is_active,  # type: ignore[attr-defined]
         "has_store": info.has_store,  # type: ignore[attr-defined]
-        "store_bytes": store.stat().st_size if info.has_store else 0,  # type: ignore[attr-defined]
+        **profile_footprint(path).to_dict(),
     }
 
 
@@ -44,7 +43,11 @@ def list_profiles(
     as_json: JsonFlag = False,
     color: ColorOption = output.ColorMode.auto,
 ) -> None:
-    """List profiles: name, whether active, whether it has a store, and where it lives."""
+    """List profiles: name, whether active, the disk each part takes, and where it lives.
+
+    Store is state.db with its -wal/-shm (or -journal); Vault the vault stores (vault/);
+    Backups the archives in backups/ and copies restore set aside; Total all three.
+    """
     from hermes_state import home
 
     settings = output.configure(output_format(fmt, as_json), color=color)
@@ -61,6 +64,9 @@ def list_profiles(
             render.Column("Profile", style="id"),
             render.Column("Active"),
             render.Column("Store", "right"),
+            render.Column("Vault", "right", drop=2),
+            render.Column("Backups", "right", drop=1),
+            render.Column("Total", "right"),
             render.Column("Path", shrink_to=20),
         ],
         [
@@ -68,6 +74,9 @@ def list_profiles(
                 r["name"],
                 "*" if r["active"] else "",
                 render.human_bytes(r["store_bytes"]) if r["has_store"] else "none yet",
+                render.human_bytes(r["vault_bytes"]) if r["vault_bytes"] else "—",
+                render.human_bytes(r["backup_bytes"]) if r["backup_bytes"] else "—",
+                render.human_bytes(r["total_bytes"]),
                 home.display_hermes_home(r["path"]),
             ]
             for r in rows
@@ -111,6 +120,9 @@ def show(
                 "Store size",
                 render.human_bytes(data["store_bytes"]) if data["has_store"] else "none yet",
             ),
+            ("Vault size", render.human_bytes(data["vault_bytes"])),
+            ("Backups size", render.human_bytes(data["backup_bytes"])),
+            ("Total size", render.human_bytes(data["total_bytes"])),
             ("Sticky", "yes" if data["active"] else "no"),
         ]
     )

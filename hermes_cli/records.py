@@ -74,6 +74,16 @@ HIT_KEYS = (
     "vault",
 )
 
+# `sessions search --json`: "title_matches", the sessions whose title matches the query.
+TITLE_HIT_KEYS = (
+    "session_id",
+    "session_title",
+    "source",
+    "model",
+    "session_started_at",
+    "last_active_at",
+)
+
 SOURCE_KEYS = ("source", "session_count", "message_count", "stored_message_count")
 MODEL_KEYS = ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")
 TOP_SESSION_KEYS = ("id", "title", "model", "source", "total_tokens", "cost_usd")
@@ -86,6 +96,7 @@ STATS_KEYS = (
     "by_model",
     "top_sessions",
     "store",
+    "vault",
 )
 STORE_KEYS = (
     "path",
@@ -100,7 +111,16 @@ STORE_KEYS = (
 )
 # `stats --format jsonl|csv|tsv`: the report as one row per figure (tidy, long form).
 STATS_ROW_KEYS = ("profile", "section", "item", "metric", "value")
-PROFILE_KEYS = ("name", "path", "active", "has_store", "store_bytes")
+PROFILE_KEYS = (
+    "name",
+    "path",
+    "active",
+    "has_store",
+    "store_bytes",
+    "vault_bytes",
+    "backup_bytes",
+    "total_bytes",
+)
 CHECK_KEYS = ("name", "ok", "detail", "warning")
 LOCK_ROW_KEYS = ("pid", "command", "file", "lock", "access", "mechanism")
 ERROR_KEYS = ("profile", "error", "message")
@@ -285,6 +305,79 @@ def hit(row: Mapping[str, Any], title: str | None) -> dict[str, Any]:
             if isinstance(c, Mapping)
         ],
         "vault": row.get("vault"),
+    }
+
+
+def title_hit(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a session whose title matched a search, in the documented shape."""
+    return {
+        "session_id": row.get("id"),
+        "session_title": row.get("title"),
+        "source": row.get("source"),
+        "model": row.get("model"),
+        "session_started_at": iso_utc(row.get("started_at")),
+        "last_active_at": iso_utc(row.get("last_active")),
+    }
+
+
+# A prune's result as the library gives it (epoch floats) -> the vocabulary: times ISO `_at`.
+_PRUNE_TIMES = {
+    "cutoff": "until_at",
+    "active_after": "since_at",
+    "started_after": "started_after_at",
+}
+
+
+def prune(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Return a prune's plan or result in the documented shape: times as ISO `_at` keys,
+    `older_than_days` to the second (not 300.00000000008004), each detail's `last_active_at`."""
+    out: dict[str, Any] = {}
+    for key, value in result.items():
+        if key in _PRUNE_TIMES:
+            out[_PRUNE_TIMES[key]] = iso_utc(value)
+        elif key == "older_than_days" and isinstance(value, int | float):
+            out[key] = round(float(value), 5)  # 1e-5 days is under a second
+        elif key == "details":
+            out[key] = [
+                {
+                    ("last_active_at" if k == "last_active" else k): _detail(k, v)
+                    for k, v in d.items()
+                }
+                for d in value
+            ]
+        else:
+            out[key] = value
+    return out
+
+
+def _detail(key: str, value: Any) -> Any:
+    return iso_utc(value) if key == "last_active" else value
+
+
+VAULT_STORE_KEYS = (
+    "year",
+    "path",
+    "session_count",
+    "message_count",
+    "bytes",
+    "first_started_at",
+    "last_active_at",
+    "hidden_session_count",
+)
+
+
+def vault_store(info: Mapping[str, Any]) -> dict[str, Any]:
+    """Return one vault store of `vault list --json` in the documented shape."""
+    return {
+        "year": info.get("year"),
+        "path": info.get("path"),
+        "session_count": _int(info.get("sessions")),
+        "message_count": _int(info.get("messages")),
+        "bytes": _int(info.get("bytes")),
+        "first_started_at": iso_utc(info.get("first_started")),
+        "last_active_at": iso_utc(info.get("last_active")),
+        "hidden_session_count": _int(info.get("hidden")),
+        "resumed_session_count": _int(info.get("resumed")),
     }
 
 

@@ -207,6 +207,32 @@ def table(
         write("".join(line + "\n" for line in dropped_note(dropped, settings)))
 
 
+def table_fitting(
+    columns: Sequence[Column],
+    variants: Sequence[Sequence[Sequence[Any]]],
+    *,
+    title: str = "",
+    settings: output.Settings | None = None,
+) -> None:
+    """Print the first of several renderings of the same rows (exact counts first, then
+    compact ones) that fits the width without leaving a column out; else the last."""
+    settings = settings or output.current()
+    for rows in variants[:-1]:
+        _, dropped = table_lines(columns, rows, settings)
+        if not dropped:
+            table(columns, rows, title=title, settings=settings)
+            return
+    table(columns, variants[-1], title=title, settings=settings)
+
+
+def exact_count(n: Any) -> str:
+    """Return a count with thousands separators (6,021), for people."""
+    try:
+        return f"{int(n or 0):,}"
+    except (TypeError, ValueError):
+        return sanitize.one_line(n)
+
+
 def key_values(
     pairs: Sequence[tuple[str, Any]], *, title: str = "", settings: output.Settings | None = None
 ) -> None:
@@ -251,17 +277,16 @@ def split_matches(snippet: str) -> list[tuple[str, bool]]:
 
 
 def snippet_pieces(snippet: str | None, settings: output.Settings) -> list[tuple[str, str | None]]:
-    """Return a snippet as safe styled pieces, each match >>>marked<<< (and coloured, in colour).
-
-    The marks stay in colour too: colour never changes the layout (the same lines wrap at the
-    same places), and a match still shows where the colour is lost (a pipe, a screen reader).
-    """
+    """Return a snippet as safe styled pieces: each match in reverse video in colour, else
+    >>>marked<<< (one or the other, never both: the marks are the colourless highlight)."""
     out: list[tuple[str, str | None]] = []
     for text, is_match in split_matches(sanitize.one_line(snippet)):
         if not is_match:
             out.append((text, None))
+        elif settings.color:
+            out.append((text, "match"))
         else:
-            out.append((MATCH_OPEN + text + MATCH_CLOSE, "match" if settings.color else None))
+            out.append((MATCH_OPEN + text + MATCH_CLOSE, None))
     return out
 
 
@@ -374,7 +399,15 @@ def confirm(question: str, *, assume_yes: bool) -> None:
     """Ask `question [y/N]` on stderr; anything but y/yes (EOF included) aborts with exit 1."""
     if assume_yes:
         return
-    sys.stderr.write(f"{sanitize.multiline(question)} [y/N] ")
+    prompt = f"{sanitize.multiline(question)} [y/N]"
+    width = _terminal_width(sys.stderr)
+    if width is not None:  # wrapped at spaces, a cell left for the cursor after it
+        prompt = "\n".join(
+            part
+            for line in prompt.split("\n")
+            for part in wrap_text(line, width - 1, break_words=False)
+        )
+    sys.stderr.write(prompt + " ")
     sys.stderr.flush()
     answer = sys.stdin.readline()
     if answer.strip().lower() in ("y", "yes"):

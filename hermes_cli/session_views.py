@@ -21,11 +21,12 @@ from hermes_cli.render import (
     TOOL_ARGS_WIDTH,
     count,
     echo,
+    exact_count,
     key_values,
     local_time,
     message_counts,
     snippet_pieces,
-    table,
+    table_fitting,
     when,
     write,
 )
@@ -72,21 +73,28 @@ def session_list(rows: Sequence[Mapping[str, Any]], *, with_profile: bool = Fals
     """Print listed sessions: ID, title or preview, source, model, messages, tokens, last active."""
     settings = output.current()
     now = time.time()
-    body = []
-    for r in rows:
-        cells: list[Any] = [r.get("id")]
-        if with_profile:
-            cells.append(r.get("profile") or "default")
-        cells += [
-            session_label(r),
-            r.get("source") or MISSING,
-            r.get("model") or MISSING,
-            count(r.get("message_count"), settings),
-            count(_tokens(r), settings),
-            when(r.get("last_active"), settings, now=now),
-        ]
-        body.append(cells)
-    table(list_columns(with_profile=with_profile), body, settings=settings)
+
+    def body(exact: bool) -> list[list[Any]]:
+        out = []
+        for r in rows:
+            cells: list[Any] = [r.get("id")]
+            if with_profile:
+                cells.append(r.get("profile") or "default")
+            n = exact_count if exact else (lambda v: count(v, settings))
+            cells += [
+                session_label(r),
+                r.get("source") or MISSING,
+                r.get("model") or MISSING,
+                n(r.get("message_count")),
+                n(_tokens(r)),
+                when(r.get("last_active"), settings, now=now),
+            ]
+            out.append(cells)
+        return out
+
+    # On a terminal, exact counts (34,090) when no column has to go for them, else 34.1k.
+    variants = [body(True), body(False)] if settings.terminal else [body(False)]
+    table_fitting(list_columns(with_profile=with_profile), variants, settings=settings)
 
 
 def more_rows_hint(shown: int, offset: int, total: int, limit: int) -> None:
@@ -111,6 +119,8 @@ def _role_style(role: str) -> str | None:
 
 SEP = " · "
 SNIPPET_INDENT = "    "
+HIT_TITLE_MIN = 20  # cells a hit header keeps for the title before it cuts the role
+HIT_ROLE_MIN = 6  # a cut role keeps at least `assi…`
 
 
 def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | None]) -> None:
@@ -128,9 +138,14 @@ def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | No
         role = _role_label(h)
         stamp = when(h.get("timestamp"), settings, now=now)
         title = sanitize.one_line(titles.get(str(h.get("session_id"))) or "")
-        fixed = display_width(sid) + display_width(SEP + role + SEP + stamp)
         if title and settings.width is not None:
-            room = settings.width - fixed - len(SEP)
+            # A long role (a tool's name) is cut before the title is: the title (or its
+            # [vault 2025] mark) keeps at least HIT_TITLE_MIN cells when the line has them.
+            frame = display_width(sid) + display_width(SEP * 3 + stamp)
+            keep = min(display_width(title), HIT_TITLE_MIN)
+            if settings.width - frame - display_width(role) < keep:
+                role = truncate(role, max(HIT_ROLE_MIN, settings.width - frame - keep))
+            room = settings.width - frame - display_width(role)
             title = truncate(title, room) if room >= 8 else ""
         head: list[tuple[str, str | None]] = [(sid, "id")]
         if title:
@@ -145,6 +160,31 @@ def search_hits(hits: Sequence[Mapping[str, Any]], titles: Mapping[str, str | No
             lines = wrap_pieces(pieces, settings.width - len(SNIPPET_INDENT))
         for line in lines:
             write(SNIPPET_INDENT + paint_pieces(line, settings) + "\n")
+
+
+def title_hits(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Print sessions whose title matched a search: `id · title · source · when`, one a line,
+    under a heading that says they are title matches. The id is never cut; the title is cut
+    (keeping its end, where `#2` tells continuations apart) before the source is left out."""
+    settings = output.current()
+    now = time.time()
+    write(output.paint("Title matches:", "heading", settings) + "\n")
+    for r in rows:
+        sid = sanitize.one_line(r.get("id"))
+        title = sanitize.one_line(r.get("title") or "")
+        source = sanitize.one_line(r.get("source") or MISSING)
+        stamp = when(r.get("last_active"), settings, now=now)
+        if settings.width is not None:
+            fixed = display_width(sid + SEP + SEP + stamp)
+            if settings.width - fixed - display_width(SEP + source) < 12:
+                source = ""
+            room = settings.width - fixed - (display_width(SEP + source) if source else 0)
+            title = truncate(title, max(room, 8))
+        head: list[tuple[str, str | None]] = [(sid, "id"), (SEP, "dim"), (title, "title")]
+        if source:
+            head += [(SEP, "dim"), (source, None)]
+        head += [(SEP, "dim"), (stamp, "dim")]
+        write(paint_pieces(head, settings) + "\n")
 
 
 def search_notes(result: Any, *, sort: str) -> None:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from hermes_cli import output, records, render, session_views, store_views
+from hermes_cli.exitcodes import ExitCode
 from hermes_cli.machines import MachineOption
 from hermes_cli.options import (
     AGE_HELP,
@@ -32,6 +33,7 @@ from hermes_cli.options import (
     FormatOption,
     JsonFlag,
     NoPagerFlag,
+    QueryCommand,
     Roles,
     SessionRef,
     Sources,
@@ -44,6 +46,8 @@ from hermes_cli.options import (
     until_option,
     validate_age,
     validate_roles,
+    validate_text,
+    validate_texts,
 )
 
 app = typer.Typer(
@@ -156,11 +160,30 @@ def _limit_for(limit: int | None, settings: output.Settings) -> int:
         "hermes sessions list --all-profiles --format tsv | cut -f1,2,6",
         "hermes sessions list --json=id,title,source | jq -r '.sessions[].id'",
         "hermes sessions list --format jsonl | jq -r .id",
+        "hermes sessions list --title 'travel plans' --model anthropic/claude-sonnet-4",
     ],
 )
 def list_sessions(
     source: Sources = None,
     exclude_source: ExcludeSources = None,
+    title: Annotated[
+        str | None,
+        typer.Option(
+            "--title",
+            metavar="TEXT",
+            callback=validate_text,
+            help="Only sessions whose title contains TEXT (case folded for ASCII letters).",
+        ),
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            metavar="M",
+            callback=validate_texts,
+            help="Only sessions of model M, as `sessions stats` names it (repeatable).",
+        ),
+    ] = None,
     since: Annotated[str | None, since_option("sessions active")] = None,
     until: Annotated[str | None, until_option("sessions last active")] = None,
     limit: Annotated[int | None, limit_option("sessions")] = None,
@@ -236,6 +259,8 @@ def list_sessions(
         "reverse": reverse,
         "active_since": cutoff(since),
         "active_before": cutoff(until),
+        "title_contains": title or None,
+        "models": model or None,
     }
     counted = {k: v for k, v in filters.items() if k not in ("order", "reverse")}
     errors: list[dict[str, Any]] = []
@@ -298,6 +323,7 @@ def list_sessions(
         try:
             with stores.read_store() as store:
                 _check_sources(store, source)
+                _check_models(store, model)
                 rows, total = _list_one(
                     stores.profile_name(),
                     store,
@@ -376,7 +402,15 @@ def list_sessions(
 def _filtered(filters: dict[str, Any]) -> bool:
     """Tell whether a listing asked for a subset (so an empty answer is not an empty store)."""
     return any(
-        filters.get(k) for k in ("sources", "exclude_sources", "active_since", "active_before")
+        filters.get(k)
+        for k in (
+            "sources",
+            "exclude_sources",
+            "active_since",
+            "active_before",
+            "title_contains",
+            "models",
+        )
     )
 
 
@@ -408,8 +442,11 @@ SEARCH_SYNTAX = """Query syntax:
   accents folded; CJK text wherever it appears), wherever it stands in the
   query: 'a OR b -c' is a or b, without c. A query needs a word to search
   for: one of exclusions only ('NOT docker', -docker) is refused, as no index
-  can list what lacks a word cheaply. Quote a query with -word for the shell,
-  or put -- before it: hermes sessions search -- docker -compose.
+  can list what lacks a word cheaply. After the first word, -word needs no
+  quotes (hermes sessions search docker -compose); a query that starts with
+  -word needs quotes or --: hermes sessions search -- -compose docker.
+  Session titles are searched too: matching titles are listed first, under
+  "Title matches:", and counted apart from the messages.
   Refused with a message, never dropped: parentheses, NEAR(...), column
   filters (role:, source:, content:), ^word, * other than at a word's end, an
   operator with nothing on one side, an unclosed quote. Put text in "quotes"
@@ -421,12 +458,14 @@ SEARCH_SYNTAX = """Query syntax:
     app,
     "search",
     keys=SEARCH_SYNTAX,
+    cls=QueryCommand,
     examples=[
         'hermes sessions search "chat-send"',
         'hermes sessions search "docker build" --role assistant --since 30d',
         "hermes sessions search 'docker -compose' --archived",
         "hermes sessions search 会議 --sort newest --limit 5",
         "hermes sessions search timeout --format csv > hits.csv",
+        "hermes sessions search docker -compose --since 'last month'",
     ],
 )
 def search(
@@ -445,16 +484,19 @@ def search(
     since: Annotated[str | None, since_option("messages sent")] = None,
     until: Annotated[str | None, until_option("messages sent")] = None,
     limit: Annotated[
-        int,
+        int | None,
         typer.Option(
             "-n",
             "--limit",
             min=0,
             metavar="N",
-            help="Show at most N hits (0: all); in every format, a note on stderr says when "
-            "more matched.",
+            help="Show at most N hits. Default: 20 on a terminal; --json and --format "
+            "jsonl/csv/tsv give every hit. Every hit (0, or a machine format without -n) "
+            "means every message is examined, as --all. A note on stderr says when more "
+            "matched.",
+            show_default=False,
         ),
-    ] = DEFAULT_LIMIT,
+    ] = None,
     sort: Annotated[
         SearchSort | None,
         typer.Option(
@@ -482,12 +524,12 @@ def search(
         bool,
         typer.Option("--live", help="Search the live store only (leave out the vault's sessions)."),
     ] = False,
-    machine: MachineOption = None,
     fmt: FormatOption = None,
     as_json: JsonFlag = False,
     fields: FieldsOption = None,
     color: ColorOption = output.ColorMode.auto,
     no_pager: NoPagerFlag = False,
+    machine: MachineOption = None,
 ) -> None:
     """Search message text (read-only); matches are highlighted.
 
@@ -507,24 +549,33 @@ def search(
     sums over the stores, and each store has its own work budget.
     """
     from hermes_cli import machines, pager, stores
-    from hermes_state import search as lib, sessions as known, vault_search
+    from hermes_state import search as lib, sessions as known, title_search, vault_search
     from hermes_state.errors import StoreNotFoundError
 
     query = " ".join(words)
+    if not query.strip():
+        raise typer.BadParameter(
+            "the query is empty; give a word to search for (`hermes sessions list` shows "
+            "recent sessions)",
+            param_hint="QUERY",
+        )
     problem = lib.query_problem(query)
     if problem is not None:
         raise typer.BadParameter(f"{problem.message}; {problem.hint}", param_hint="QUERY")
     settings = _setup(fmt, as_json, color, pager=not no_pager)
+    limit = _limit_for(limit, settings)
+    # Every hit asked for: every message examined (a budget cut would be a silent cut).
+    complete = complete or limit >= UNLIMITED
     picked = fields_of(fields)
+    hit_keys = (*records.HIT_KEYS, "machine") if machine is not None else records.HIT_KEYS
     if picked is not None:
-        _check_fields(
-            picked, (*records.HIT_KEYS, "machine") if machine is not None else records.HIT_KEYS
-        )
+        _check_fields(picked, hit_keys)
     for warning in lib.query_warnings(query):
         render.echo(f"Note: {warning.message}; {warning.hint}.", err=True)
     hidden = 0
     marks: dict[str, str | None] = {}
     found: list[tuple[Any, dict[str, str | None]]] = []
+    titled: list[Any] = []
     for machine_name, where in machines.homes(machine):
         with machines.reading(where):
             try:
@@ -533,7 +584,8 @@ def search(
                     try:
                         _check_sources(store, source)
                     except typer.BadParameter:
-                        # A source only vaulted sessions have is a fine filter for the whole search.
+                        # A source only vaulted sessions have is a fine filter for the whole
+                        # search.
                         if live_only or not set(source or ()) <= (
                             set(known.distinct_sources(store))
                             | vault_search.vault_sources(store, home)
@@ -547,7 +599,7 @@ def search(
                         source_filter=source or None,
                         exclude_sources=exclude_source or None,
                         role_filter=role or None,
-                        limit=limit or UNLIMITED,
+                        limit=limit,
                         sort=(sort or SearchSort.rank).value,
                         after=cutoff(since),
                         before=cutoff(until),
@@ -567,11 +619,21 @@ def search(
                         hidden += _archived_matches(
                             store, query, source, exclude_source, role, since, until
                         )
+                    # A title is no message: it has no role, so --role leaves title matches out.
+                    if not role:
+                        titled += title_search.search_titles(
+                            store,
+                            query,
+                            sources=source or None,
+                            exclude_sources=exclude_source or None,
+                            include_archived=archived,
+                            active_since=cutoff(since),
+                            active_before=cutoff(until),
+                        )
             except StoreNotFoundError:
                 hits, titles = lib.SearchResult(route="none"), {}
             found.append((hits, titles))
-    hits, titles = _merge_machines(found, (sort or SearchSort.rank).value, limit or UNLIMITED)
-    hit_keys = (*records.HIT_KEYS, "machine") if machine is not None else records.HIT_KEYS
+    hits, titles = _merge_machines(found, (sort or SearchSort.rank).value, limit)
     shaped, keys = records.pick(
         (
             {**records.hit(h, titles.get(h["session_id"])), "machine": h.get("machine")}
@@ -587,14 +649,16 @@ def search(
         "ordering": hits.ordering,
         "route": hits.route,
         "partial": hits.partial,
-        "ranked": hits.ranked,
+        "ranked": _ranked(hits),
         "examined": hits.examined,
         "candidates": hits.candidates,
-        "searched_back_to": hits.searched_back_to,
+        "searched_back_to": records.iso_utc(hits.searched_back_to),
         "matches": hits.matches,
         "sessions": hits.sessions,
         "complete": hits.complete,
         "hits": shaped,
+        "title_match_count": len(titled),
+        "title_matches": [records.title_hit(t) for t in titled[:limit]],
     }
     session_views.search_notes(hits, sort=(sort or SearchSort.rank).value)
     if hidden:
@@ -603,14 +667,56 @@ def search(
         # A record stream cannot say it is cut short; a --json document says it itself.
         if len(hits) < hits.matches and settings.format is not output.Format.json:
             render.echo(f"Note: {_count_line(hits)}", err=True)
+        if titled and settings.format is not output.Format.json:
+            render.echo(
+                f"Note: {_titled_line(len(titled))} (not in these message records; --json "
+                "lists them as title_matches, `hermes sessions list --title TEXT` lists "
+                "sessions by title).",
+                err=True,
+            )
         return
-    if not hits:
-        render.echo(f"No messages match {query!r}.")
+    filtered = _filter_words(
+        source=source, exclude_source=exclude_source, role=role, since=since, until=until
+    )
+    if not hits and not titled:
+        render.echo(f"No messages match {query!r}{filtered}.")
         return
     with pager.paging(settings):
+        if titled:
+            session_views.title_hits(titled[:limit])
+            shown = min(len(titled), limit)
+            more = f"; showing {shown:,} (--limit 0 shows all)" if shown < len(titled) else ""
+            render.echo(f"{_titled_line(len(titled))}{more}.")
+            render.echo()
+        if not hits:
+            render.echo(f"No messages match {query!r}{filtered}.")
+            return
         # The vault mark leads the title, so the header line says where the hit lives.
         session_views.search_hits(hits, marks)
         render.echo("\n" + _count_line(hits))
+
+
+def _ranked(hits: Any) -> int:
+    """Return how many matches were ranked by relevance (every one when the search ranked all,
+    0 when the hits are in time order): a count, never null."""
+    if hits.ranked is not None:
+        return int(hits.ranked)
+    return int(hits.matches) if hits.ordering == "rank" else 0
+
+
+def _titled_line(n: int) -> str:
+    """Say how many sessions have a title that matches (the title half of a search)."""
+    return f"{n:,} session{'' if n == 1 else 's'} with a matching title"
+
+
+def _filter_words(**given: Any) -> str:
+    """Return ` (with --since 30d, --source cli)`: the filters an empty answer was under."""
+    shown = []
+    for name, value in given.items():
+        flag = "--" + name.replace("_", "-")
+        for item in value if isinstance(value, list) else [value] if value else []:
+            shown.append(f"{flag} {item}")
+    return f" (with {', '.join(shown)})" if shown else ""
 
 
 def _merge_machines(
@@ -709,6 +815,28 @@ def _check_sources(store: Any, sources: list[str] | None) -> None:
     )
 
 
+def _check_models(store: Any, models: list[str] | None) -> None:
+    """Refuse a --model no session of this store has, naming the closest it does have."""
+    import difflib
+
+    from hermes_state import sessions as lib
+
+    if not models:
+        return
+    known = lib.distinct_models(store)
+    unknown = [m for m in models if m not in known]
+    if not unknown:
+        return
+    close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.4)
+    close += [k for k in known if unknown[0].lower() in k.lower()][:1]
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    have = ", ".join(known) if known else "no sessions yet"
+    raise typer.BadParameter(
+        f"no session used model {unknown[0]!r}{guess}; this store has: {have}",
+        param_hint="'--model'",
+    )
+
+
 def _titles(store: Any, session_ids: set[str]) -> dict[str, str | None]:
     from hermes_state import sessions as lib
     from hermes_state.errors import SessionNotFoundError
@@ -794,7 +922,8 @@ def browse(
             "--print",
             help=(
                 "On Enter, print the session id, or the line that resumes it in Hermes Agent "
-                "(the agent's own `hermes --resume ID`)."
+                "(the agent's own `hermes --resume ID`, by its path; see sessions "
+                "resume-command)."
             ),
         ),
     ] = PrintWhat.id,
@@ -817,10 +946,11 @@ def browse(
     Read-only unless you act on a session (each action is confirmed first). Quitting without
     choosing prints nothing and exits 1. Archived sessions are left out unless --archived
     (^G changes that on the screen). --print resume prints Hermes Agent's own command line
-    for the session (`hermes --resume ID`, an option of the agent's `hermes`, not of this
-    tool). Vaulted sessions (`hermes vault`) are browsed only with --vault: the list and the
-    hits then span the live store and the vault, and a vaulted session can be previewed,
-    opened and exported but not renamed, pinned, archived or deleted.
+    for the session (`/path/to/agent/hermes --resume ID`: the agent's executable by its path,
+    as `sessions resume-command` finds it, since this tool is called `hermes` too). Vaulted
+    sessions (`hermes vault`) are browsed only with --vault: the list and the hits then span
+    the live store and the vault, and a vaulted session can be previewed, opened and exported
+    but not renamed, pinned, archived or deleted.
     """
     from hermes_cli import browse as tui
 
@@ -837,6 +967,62 @@ def browse(
     if chosen is None:
         raise typer.Exit(1)
     render.echo(tui.chosen_line(chosen, what.value))
+
+
+# --- resume-command -------------------------------------------------------------------------
+
+
+@command(
+    app,
+    "resume-command",
+    examples=[
+        "hermes sessions resume-command 20261118_091502_a1c9e2",
+        'hermes sessions resume-command "Fix Docker build"',
+        "hermes -p coder sessions resume-command 20261118 --json",
+    ],
+)
+def resume_command(session: ExactSessionRef, as_json: JsonFlag = False) -> None:
+    """Print the line that resumes a session in Hermes Agent (read-only), for scripts.
+
+    The line runs the agent's own `hermes` by its path (this tool is also called `hermes`, so
+    a bare `hermes --resume ID` would run whichever comes first on PATH): $HERMES_AGENT_BIN
+    when set, else the first `hermes` on PATH whose Python environment holds the agent's
+    run_agent.py. When neither is found the line says `hermes` and a note on stderr says so.
+    `-p NAME` is added for a named profile. A vaulted session is refused: the agent resumes
+    sessions of the live store (`hermes vault return ID` first).
+    """
+    from hermes_cli import agent_command, stores, vault
+    from hermes_state import sessions as lib
+    from hermes_state.home import DEFAULT_PROFILE
+
+    with stores.read_store() as live, vault.session_store(live, session) as (store, sid, year):
+        lib.require_session(store, sid)
+    if year is not None:
+        from hermes_state.errors import HermesStateError
+
+        raise HermesStateError(
+            f"session {sid} is in the vault (vault/{year}.db); the agent resumes live sessions",
+            hint=f"bring it back first: hermes vault return {sid}",
+        )
+    name = stores.profile_name()
+    command_line = agent_command.resume_command(sid, None if name == DEFAULT_PROFILE else name)
+    if as_json:
+        render.emit_json(
+            {
+                "session_id": sid,
+                "command": command_line.line,
+                "argv": list(command_line.argv),
+                "agent_found": bool(command_line.found),
+            }
+        )
+    else:
+        render.write(command_line.line + "\n")
+    if not command_line.found:
+        render.echo(
+            "Note: Hermes Agent's `hermes` was not found on PATH; the line runs whichever "
+            f"`hermes` comes first (set {agent_command.AGENT_BIN_ENV} to the agent's).",
+            err=True,
+        )
 
 
 # --- show -----------------------------------------------------------------------------------
@@ -1481,7 +1667,7 @@ def prune(
                 active_after=active_after,
             )
         if as_json and (dry_run or not preview.sessions):
-            render.emit_json(preview.to_dict())
+            render.emit_json(records.prune(preview.to_dict()))
             return
         if not as_json:
             store_views.prune_preview(preview)
@@ -1491,25 +1677,77 @@ def prune(
         if not preview.sessions:
             return
         render.confirm(
-            f"Delete these {preview.sessions} session(s) ({preview.messages} stored messages)?",
+            f"Delete these {preview.sessions:,} session(s) ({preview.messages:,} stored messages)?",
             assume_yes=yes,
         )
-        with render.progress("Deleting sessions", total=preview.sessions) as bar:
-            result = maintenance.prune_sessions(
-                store,
-                days,
-                progress=lambda done, total: bar.set(completed=done, total=total),
-                sources=sources,
-                exclude_sources=excluded,
-                active_after=active_after,
+
+        def step(done: int, total: int) -> None:
+            bar.set(completed=done, total=total)
+            _pause_for_tests("prune", done)
+
+        scope: dict[str, Any] = {
+            "sources": sources,
+            "exclude_sources": excluded,
+            "active_after": active_after,
+        }
+        try:
+            with render.progress("Deleting sessions", total=preview.sessions) as bar:
+                result = maintenance.prune_sessions(store, days, progress=step, **scope)
+        except KeyboardInterrupt:
+            _interrupted_prune(store, days, preview.sessions, scope)
+        try:
+            with render.progress("Reclaiming space") as bar:
+                optimized = stores.reclaim_after_delete(
+                    store, bar, result, compact=compact, force=force
+                )
+        except KeyboardInterrupt:
+            render.echo(
+                f"Interrupted while giving space back to the disk: pruned {result.sessions:,} "
+                "session(s), and the store is healthy (the rewrite is all or nothing); "
+                "`hermes db optimize` gives the space back.",
+                err=True,
             )
-            optimized = stores.reclaim_after_delete(
-                store, bar, result, compact=compact, force=force
-            )
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
     if as_json:
-        store_views.deletion_json(result, optimized)
+        store_views.deletion_json(result, optimized, shape=records.prune)
         return
     store_views.prune_result(result, optimized)
+
+
+# Tests stop a long write at a known point: "prune:N:PATH" creates PATH once N sessions are
+# done, then waits (at most 60 s) for the signal the test sends.
+PAUSE_ENV = "HERMES_CLI_PAUSE_AT"
+
+
+def _pause_for_tests(step: str, done: int) -> None:
+    """Wait at a step named by HERMES_CLI_PAUSE_AT (tests only; unset, it does nothing)."""
+    import os
+
+    name, _, rest = os.environ.get(PAUSE_ENV, "").partition(":")
+    at, _, path = rest.partition(":")
+    if name != step or not at.isdigit() or done < int(at) or not path:
+        return
+    Path(path).touch()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _interrupted_prune(store: Any, days: float, planned: int, scope: dict[str, Any]) -> None:
+    """Say what an interrupted prune did (counted again from the store) and exit 130."""
+    from hermes_state import maintenance
+
+    try:
+        left = maintenance.prune_sessions(store, days, dry_run=True, **scope).sessions
+        did = f"deleted {max(0, planned - left):,} of {planned:,} sessions"
+    except (KeyboardInterrupt, Exception):  # a second Ctrl-C, or the count failed: say less
+        did = f"deleted some of {planned:,} sessions"
+    render.echo(
+        f"Interrupted: {did}; the store is healthy (each batch of deletions is all or "
+        "nothing); run the same command again to finish.",
+        err=True,
+    )
+    raise typer.Exit(ExitCode.INTERRUPTED)
 
 
 # --- stats ----------------------------------------------------------------------------------

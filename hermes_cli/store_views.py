@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hermes_cli import output
@@ -139,7 +139,7 @@ def prune_preview(result: Any, *, limit: int = 15) -> None:
         echo(f"No {what}.")
         return
     echo(
-        f"{result.sessions} {what}: {result.messages} stored messages (every "
+        f"{result.sessions:,} {what}: {result.messages:,} stored messages (every "
         f"generation), about {human_bytes(result.bytes_reclaimable)} of data."
     )
     details = list(getattr(result, "details", ()))[:limit]
@@ -149,7 +149,7 @@ def prune_preview(result: Any, *, limit: int = 15) -> None:
         for sid in result.session_ids[:limit]:
             echo(f"  {sid}")
     if result.sessions > limit:
-        echo(f"  … and {result.sessions - limit} more (--json lists them all)")
+        echo(f"  … and {result.sessions - limit:,} more (--json lists them all)")
     for busy in result.busy:
         echo(f"Kept {busy['session_id']}: {busy['message']}", err=True)
     if result.kept_for_lineage:
@@ -184,18 +184,21 @@ def _prune_details(details: list[Mapping[str, Any]]) -> None:
     table(columns, rows, settings=settings)
 
 
-def deletion_json(result: Any, optimized: Any = None) -> None:
-    """Print what a prune or a vault move did, and the space reclaimed after, as one JSON."""
-    done = result.to_dict()
+def deletion_json(
+    result: Any, optimized: Any = None, *, shape: Callable[[Any], dict[str, Any]] = dict
+) -> None:
+    """Print what a prune or a vault move did, and the space reclaimed after, as one JSON
+    (shape: the records function that puts the result in the documented vocabulary)."""
+    done = shape(result.to_dict())
     done["reclaimed"] = optimized.to_dict() if optimized is not None else None
     output.emit_json(done)
 
 
 def prune_result(result: Any, optimized: Any = None) -> None:
     """Print what a prune deleted and how much space came back."""
-    echo(f"Pruned {result.sessions} session(s) ({result.messages} stored messages).")
+    echo(f"Pruned {result.sessions:,} session(s) ({result.messages:,} stored messages).")
     if result.children_repointed:
-        echo(f"Re-pointed {result.children_repointed} child session(s) to their grandparent.")
+        echo(f"Re-pointed {result.children_repointed:,} child session(s) to their grandparent.")
     if optimized is not None:
         optimize_result(optimized)
 

@@ -68,10 +68,16 @@ def require_home(home: Path) -> None:
 
 
 def _typed(store: Store, exc: sqlite3.DatabaseError) -> BaseException:
-    """Turn a damaged/locked store's sqlite3 error into its typed error (others unchanged)."""
-    from hermes_state.errors import StoreCorruptError, translate_sqlite_error
+    """Turn a damaged/locked store's sqlite3 error into its typed error (others unchanged).
 
-    typed = translate_sqlite_error(exc, store.path)
+    A write refused by the file system is named as a write names it: a read-only file system,
+    a directory where SQLite cannot create the file this store's journal mode needs, or a file
+    this user may not write (VACUUM and the index merge run outside Store.write).
+    """
+    from hermes_state.connection import write_error
+    from hermes_state.errors import StoreCorruptError
+
+    typed = write_error(store, exc)
     if typed is None:
         return exc
     if isinstance(typed, StoreCorruptError):

@@ -352,6 +352,10 @@ def _notes(report: UsageReport) -> list[str]:
     return notes
 
 
+# Token columns a terminal leaves out when they are 0 in every row (named under the table).
+ZERO_HIDEABLE = ("Calls", "Cache read", "Cache write", "Reasoning")
+
+
 def usage_table(report: UsageReport, settings: output.Settings) -> None:
     """Print the groups as a table with a total line, then the footnotes."""
     from hermes_state.usage_report import GROUP_KEYS
@@ -359,6 +363,9 @@ def usage_table(report: UsageReport, settings: output.Settings) -> None:
     key = GROUP_KEYS[report.by]
     session = report.by == "session"
     Column = render.Column
+    # Estimated and Billed are shown when some row has a billed cost: otherwise Cost is the
+    # estimate, and a second column with the same figures would only take a title's room.
+    billed = any(g.get("actual_cost_usd") is not None for g in [*report.groups, report.totals])
     columns = [
         Column(HEADERS[key], style="id" if session else None, shrink_to=None if session else 12),
         # A session's own row would say "1 session": the column only counts in other groupings.
@@ -370,39 +377,73 @@ def usage_table(report: UsageReport, settings: output.Settings) -> None:
         Column("Cache read", "right", drop=3),
         Column("Cache write", "right", drop=1),
         Column("Reasoning", "right", drop=2),
-        Column("Estimated", "right", drop=5),
-        Column("Billed", "right", drop=4),
+        *(
+            [Column("Estimated", "right", drop=5), Column("Billed", "right", drop=4)]
+            if billed
+            else []
+        ),
         Column("Cost", "right"),
     ]
 
-    def cells(name: str, extra: list[Any], g: dict[str, Any]) -> list[Any]:
+    def cells(name: str, extra: list[Any], g: dict[str, Any], exact: bool) -> list[Any]:
         unknown = g["unknown_cost_count"]
+
+        def n(value: Any) -> str:
+            return render.exact_count(value) if exact else render.count(value, settings)
+
         return [
             name,
             *extra,
-            *([] if session else [render.count(g["session_count"], settings)]),
-            render.count(g["api_call_count"], settings),
-            render.count(g["input_tokens"], settings),
-            render.count(g["output_tokens"], settings),
-            render.count(g["cache_read_tokens"], settings),
-            render.count(g["cache_write_tokens"], settings),
-            render.count(g["reasoning_tokens"], settings),
-            cost_text(g["estimated_cost_usd"]),
-            cost_text(g["actual_cost_usd"]),
+            *([] if session else [n(g["session_count"])]),
+            n(g["api_call_count"]),
+            n(g["input_tokens"]),
+            n(g["output_tokens"]),
+            n(g["cache_read_tokens"]),
+            n(g["cache_write_tokens"]),
+            n(g["reasoning_tokens"]),
+            *(
+                [cost_text(g["estimated_cost_usd"]), cost_text(g["actual_cost_usd"])]
+                if billed
+                else []
+            ),
             cost_text(g["cost_usd"], unknown),
         ]
 
-    rows = [
-        cells(
-            _label(report.by, g[key]),
-            [g.get("title") or render.MISSING] if session else [],
-            g,
-        )
-        for g in report.groups
+    def rendered(exact: bool) -> list[list[Any]]:
+        rows = [
+            cells(
+                _label(report.by, g[key]),
+                [g.get("title") or render.MISSING] if session else [],
+                g,
+                exact,
+            )
+            for g in report.groups
+        ]
+        if len(report.groups) > 1:
+            rows.append(cells("Total", [""] if session else [], report.totals, exact))
+        return rows
+
+    # On a terminal, exact counts (6,021) when every column fits with them, else 6.0k; a
+    # token column that is 0 in every row gives its room to the titles (and is named below).
+    variants = [rendered(True), rendered(False)] if settings.terminal else [rendered(False)]
+    zero = [
+        i
+        for i, c in enumerate(columns)
+        if settings.terminal
+        and c.header in ZERO_HIDEABLE
+        and all(row[i] == "0" for row in variants[0])
     ]
-    if len(report.groups) > 1:
-        rows.append(cells("Total", [""] if session else [], report.totals))
-    render.table(columns, rows, title=f"Usage by {report.by}, {_scope_text(report)}")
+    hidden = [columns[i].header for i in zero]
+    if zero:
+        columns = [c for i, c in enumerate(columns) if i not in zero]
+        variants = [
+            [[v for i, v in enumerate(r) if i not in zero] for r in rows] for rows in variants
+        ]
+    render.table_fitting(
+        columns, variants, title=f"Usage by {report.by}, {_scope_text(report)}", settings=settings
+    )
+    if hidden and report.groups:
+        render.echo(f"Not shown: {', '.join(hidden)} (0 in every row).")
     for note in _notes(report):
         render.echo(note)
 

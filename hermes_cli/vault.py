@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from hermes_cli import render, store_views
+from hermes_cli import records, render, store_views
 from hermes_cli.options import AGE_HELP, JsonFlag, Sources, YesFlag, command, validate_age
 
 app = typer.Typer(
@@ -91,7 +91,7 @@ def move(
         with render.progress("Finding sessions to move"):
             preview = vault.move_sessions(store, home, days, sources=sources, dry_run=True)
         if as_json and (dry_run or not preview.sessions):
-            render.emit_json(preview.to_dict())
+            render.emit_json(records.prune(preview.to_dict()))
             return
         if not as_json:
             _plan_view(preview)
@@ -117,7 +117,7 @@ def move(
                 store, bar, result, compact=compact, force=force
             )
     if as_json:
-        store_views.deletion_json(result, optimized)
+        store_views.deletion_json(result, optimized, shape=records.prune)
         return
     render.echo(
         f"Moved {result.sessions} session(s) ({result.messages} stored messages) into the vault."
@@ -228,6 +228,7 @@ def list_(as_json: JsonFlag = False) -> None:
     from hermes_cli.layout import Column
     from hermes_state import vault
     from hermes_state.errors import StoreNotFoundError
+    from hermes_state.home import display_hermes_home
 
     try:
         with stores.read_store() as store:
@@ -235,7 +236,7 @@ def list_(as_json: JsonFlag = False) -> None:
     except StoreNotFoundError:
         infos = vault.list_vault(_home(), None)
     if as_json:
-        render.emit_json({"stores": [i.to_dict() for i in infos]})
+        render.emit_json({"stores": [records.vault_store(i.to_dict()) for i in infos]})
         return
     if not infos:
         render.echo("The vault is empty.")
@@ -243,23 +244,23 @@ def list_(as_json: JsonFlag = False) -> None:
     rows = [
         [
             i.year,
-            i.sessions,
-            i.messages,
+            f"{i.sessions:,}",
+            f"{i.messages:,}",
             render.human_bytes(i.bytes),
             render.local_time(i.first_started, "%Y-%m-%d"),
             render.local_time(i.last_active, "%Y-%m-%d"),
-            i.path,
+            display_hermes_home(i.path),
         ]
         for i in infos
     ]
     columns = [
-        Column("YEAR"),
-        Column("SESSIONS", justify="right"),
-        Column("MESSAGES", justify="right"),
-        Column("SIZE", justify="right"),
-        Column("FIRST"),
-        Column("LAST ACTIVE"),
-        Column("PATH", shrink_to=10),
+        Column("Year", style="id"),
+        Column("Sessions", justify="right"),
+        Column("Messages", justify="right"),
+        Column("Size", justify="right"),
+        Column("First started"),
+        Column("Last active"),
+        Column("Path", shrink_to=10),
     ]
     render.table(columns, rows)
     for i in infos:

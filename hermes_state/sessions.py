@@ -621,11 +621,20 @@ def _listing_filters(
     started_after: float | None = None,
     started_before: float | None = None,
     active_before: float | None = None,
+    title_contains: str | None = None,
+    models: list[str] | None = None,
 ) -> tuple[list[str], list[Any]]:
     """Return the WHERE conditions (alias s) a listing and its count share."""
     where, params = _source_filters(
         sources, exclude_sources, started_after=started_after, started_before=started_before
     )
+    if title_contains:
+        # LIKE folds ASCII case: `--title docker` finds "Fix Docker build".
+        where.append("s.title LIKE ? ESCAPE '\\'")
+        params.append(f"%{escape_like(bindable(title_contains))}%")
+    if models:
+        where.append(f"s.model IN ({', '.join('?' for _ in models)})")
+        params += [bindable(m) for m in models]
     if archived_only:
         # A layout without the column has no archived sessions.
         where.append("s.archived <> 0" if "archived" in live else "0")
@@ -635,6 +644,28 @@ def _listing_filters(
         where.append("s.pinned <> 0" if "pinned" in live else "0")
     more, values = activity_filters(live, "s", active_since, active_before)
     return where + more, params + values
+
+
+def listing_conditions(
+    live: tuple[str, ...],
+    *,
+    sources: list[str] | None = None,
+    exclude_sources: list[str] | None = None,
+    include_archived: bool = False,
+    active_since: float | None = None,
+    active_before: float | None = None,
+) -> tuple[list[str], list[Any]]:
+    """Return the WHERE conditions (alias s) of a listing with these filters."""
+    return _listing_filters(
+        live,
+        sources=sources,
+        exclude_sources=exclude_sources,
+        include_archived=include_archived,
+        archived_only=False,
+        pinned_only=False,
+        active_since=active_since,
+        active_before=active_before,
+    )
 
 
 def make_preview(text: str | None, ellipsis: str = "…") -> str:
@@ -660,6 +691,8 @@ def list_sessions(
     pinned_only: bool = False,
     active_since: float | None = None,
     active_before: float | None = None,
+    title_contains: str | None = None,
+    models: list[str] | None = None,
     reverse: bool = False,
 ) -> list[dict[str, Any]]:
     """Return one page of sessions, newest first (oldest first with ``reverse``).
@@ -667,7 +700,8 @@ def list_sessions(
     Each row has its preview and last_active. started_after/started_before (epoch seconds) keep
     sessions started in [after, before); active_since/active_before those whose last recorded
     activity is in [since, before); ``archived_only`` lists archived sessions only and
-    ``pinned_only`` pinned ones only.
+    ``pinned_only`` pinned ones only; ``title_contains`` keeps titles holding that text (ASCII
+    case folded) and ``models`` sessions of those models.
     """
     if order not in ("started", "active"):
         raise ValueError(f"order must be 'started' or 'active', not {order!r}")
@@ -683,6 +717,8 @@ def list_sessions(
         active_before=active_before,
         started_after=started_after,
         started_before=started_before,
+        title_contains=title_contains,
+        models=models,
     )
     where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
     way = "ASC" if reverse else "DESC"
@@ -732,6 +768,8 @@ def count_sessions(
     pinned_only: bool = False,
     active_since: float | None = None,
     active_before: float | None = None,
+    title_contains: str | None = None,
+    models: list[str] | None = None,
 ) -> int:
     """Return how many sessions a listing with these filters would page through."""
     where, params = _listing_filters(
@@ -745,6 +783,8 @@ def count_sessions(
         active_before=active_before,
         started_after=started_after,
         started_before=started_before,
+        title_contains=title_contains,
+        models=models,
     )
     where.append("s.id IS NOT NULL")  # a row without an id cannot be shown or opened
     sql = "SELECT COUNT(*) FROM sessions s" + (f" WHERE {' AND '.join(where)}" if where else "")
@@ -768,6 +808,14 @@ def titles_with_prefix(store: Store, prefix: str = "", limit: int = 50) -> list[
     rows = store.conn.execute(
         "SELECT title FROM sessions WHERE title >= ? AND title < ? ORDER BY title LIMIT ?",
         (prefix, prefix + "\U0010ffff", int(limit)),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def distinct_models(store: Store) -> list[str]:
+    """Return every model that has sessions, in name order."""
+    rows = store.conn.execute(
+        "SELECT DISTINCT model FROM sessions WHERE model IS NOT NULL ORDER BY model"
     ).fetchall()
     return [r[0] for r in rows]
 

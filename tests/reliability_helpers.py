@@ -830,7 +830,8 @@ def fuzz_main(args: list[str]) -> int:
             if result.exit_code == 2 and not separated:  # text starting with '-' read as a flag
                 assert len(error_lines(result.stderr)) == 1, result.stderr
                 return
-            if result.exit_code == 2 and query_problem(query) is not None:  # refused, not dropped
+            refused = query_problem(query) is not None or not query.strip()  # empty: usage
+            if result.exit_code == 2 and refused:  # refused, not dropped
                 assert len(error_lines(result.stderr)) == 1 and result.stdout == "", result.stderr
                 return
             assert result.exit_code == 0, result.output

@@ -624,6 +624,34 @@ def test_real_command_in_tmux_searches_as_you_type_and_prints_the_chosen_id(
     assert chosen == "20261121_060000_d90a11"
 
 
+@pytest.mark.skipif(TMUX is None, reason="tmux is not installed (apt-get install tmux)")
+def test_real_command_in_tmux_f1_help_fits_80x24_and_says_more_keys_are_below(
+    hermes_home: Path, tmp_path: Path
+) -> None:
+    load_sample()
+    env = {"HERMES_HOME": str(hermes_home), "PYTHONPATH": str(REPO_ROOT)}
+    exports = " ".join(f"{k}={_sh(v)}" for k, v in env.items())
+    command = f"env {exports} {_sh(sys.executable)} -m hermes_cli sessions browse"
+    with tmux_session(command, tmp_path / "tmux.sock", width=80, height=24) as screen:
+        wait_for(screen, "12 sessions")
+        screen.keys("F1")
+        text = wait_for(screen, "more keys below: Down, PgDn or End")
+        lines = text.splitlines()
+        assert len(lines) <= 24 and all(len(line) <= 80 for line in lines)
+        top = next(i for i, line in enumerate(lines) if "Esc, F1, q or Enter: close" in line)
+        more = next(i for i, line in enumerate(lines) if "more keys below" in line)
+        # The box is whole: its title on top, the hint just above its bottom border.
+        assert 0 < top < more < len(lines) - 1
+        assert "▄" * 60 in lines[more + 1]
+        screen.keys("End")
+        deadline = time.monotonic() + 30
+        while "more keys below" in screen():  # at the end of the list the hint goes
+            assert time.monotonic() < deadline, screen()
+            time.sleep(0.05)
+        screen.keys("Escape")
+        screen.keys("C-q")
+
+
 def _sh(text: str) -> str:
     import shlex
 
@@ -894,7 +922,8 @@ def test_command_help_lists_every_key_of_the_screen_and_names_the_agents_resume_
     flat_help = " ".join(text.split())
     assert (
         "print the session id, or the line that resumes it in Hermes Agent "
-        "(the agent's own `hermes --resume ID`)" in flat_help
+        "(the agent's own `hermes --resume ID`, by its path; see sessions resume-command)"
+        in flat_help
     )
     assert "--archived Include archived sessions." in flat_help
     assert "Only sessions active since WHEN" in flat_help

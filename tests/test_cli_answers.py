@@ -210,7 +210,7 @@ def test_import_and_prune_speak_json(hermes_home: Path, tmp_path: Path) -> None:
     data = json.loads(plan.stdout)
     assert data["dry_run"] and data["sessions"] == len(data["session_ids"]) > 0
     first = data["details"][0]
-    assert set(first) == {"id", "title", "last_active", "messages", "bytes"}
+    assert set(first) == {"id", "title", "last_active_at", "messages", "bytes"}
     pruned = child("sessions", "prune", "--older-than", "0", "--yes", "--json")
     assert pruned.returncode == 0, pruned.stderr
     assert json.loads(pruned.stdout)["sessions"] == data["sessions"]

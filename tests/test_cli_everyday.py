@@ -239,8 +239,12 @@ def test_a_common_word_says_it_ranked_the_newest_2000_and_all_ranks_everything(
     shown = hermes("sessions", "search", "checkpoint", home_dir=generated.parent)
     assert shown.returncode == 0
     assert "ranked among the newest 2,000 matches" in shown.stderr
-    recent = hermes_json("sessions", "search", "checkpoint", home_dir=generated.parent)
+    recent = hermes_json("sessions", "search", "checkpoint", "-n", "20", home_dir=generated.parent)
     assert (recent["ordering"], recent["ranked"], recent["partial"]) == ("rank_recent", 2000, False)
+    # Without -n a machine format asks for every hit: every match is examined and ranked.
+    whole = hermes_json("sessions", "search", "checkpoint", home_dir=generated.parent)
+    assert (whole["ordering"], whole["ranked"], whole["complete"]) == ("rank", total, True)
+    assert len(whole["hits"]) == whole["matches"] == total
     everything = hermes(
         "sessions", "search", "checkpoint", "--all", "--json", home_dir=generated.parent
     )
@@ -617,9 +621,10 @@ def test_prune_dry_run_counts_the_stored_messages_it_would_delete(generated: Pat
         "AND session_id NOT IN (SELECT id FROM stays)",
     )
     assert kept > 0 and live < stored
-    match = re.match(r"(\d+) ended sessions .*: (\d+) stored messages", proc.stdout)
+    match = re.match(r"([\d,]+) ended sessions .*: ([\d,]+) stored messages", proc.stdout)
     assert match, proc.stdout
-    assert (int(match.group(1)), int(match.group(2))) == (doomed, stored)
+    figures = (int(match.group(1).replace(",", "")), int(match.group(2).replace(",", "")))
+    assert figures == (doomed, stored)
     assert f"Kept {kept} compression ancestor(s)" in proc.stderr
     assert proc.stdout.rstrip().endswith("Dry run: nothing deleted.")
 
@@ -855,10 +860,13 @@ def test_prune_beside_a_live_writer_deletes_and_vacuums_and_loses_no_write(copie
     assert any(started < t < ended for t in report["times"])  # it wrote while prune ran
     own = one(copied, "SELECT COUNT(*) FROM messages WHERE session_id = ?", (report["session"],))
     assert own == len(report["times"])
-    pruned = re.search(r"^Pruned (\d+) session\(s\) \((\d+) stored messages\)", proc.stdout, re.M)
+    pruned = re.search(
+        r"^Pruned ([\d,]+) session\(s\) \(([\d,]+) stored messages\)", proc.stdout, re.M
+    )
     assert pruned, proc.stdout
     left = one(copied, "SELECT COUNT(*) FROM sessions")
-    assert int(pruned.group(1)) == sessions_before - (left - 1)  # the writer's session is new
+    # The writer's session is new.
+    assert int(pruned.group(1).replace(",", "")) == sessions_before - (left - 1)
     assert "VACUUM skipped" not in proc.stderr  # a small store is vacuumed even beside others
     assert re.search(r"^Database file: .+ -> .+ \(reclaimed ", proc.stdout, re.M), proc.stdout
     assert copied.stat().st_size < size_before

@@ -49,6 +49,7 @@ def test_variadic_arguments_show_an_ellipsis() -> None:
                 "sessions search",
                 "sessions show",
                 "sessions stats",
+                "sessions resume-command",
                 "db check",
                 "db path",
             )

@@ -95,6 +95,9 @@ def test_list_names_the_columns_a_narrow_terminal_left_out_in_the_documented_ord
 @pytest.mark.parametrize("width", WIDTHS)
 def test_search_on_a_terminal_prints_blocks_with_whole_ids(sample: Path, width: int) -> None:
     text = bare(pty_child("sessions", "search", "chat-send", "--no-pager", columns=width).output)
+    # The session titled "chat-send rate limits" comes first, as a title match.
+    titled, _, text = text.partition("1 session with a matching title.")
+    assert titled.startswith("Title matches:\n" + CHAT_SEND + " · chat-send")
     headers = [line for line in text.splitlines() if " · " in line and not line.startswith(" ")]
     assert len(headers) == 6
     assert all(line.split(" · ")[0] in (CHAT_SEND, "20261121_060000_d90a11") for line in headers)
@@ -137,7 +140,7 @@ def test_stats_on_a_terminal_never_cuts_a_number(sample: Path, width: int) -> No
         (("db", "path"), ["STORE"]),
         (("db", "lockowners"), ["No process holds or has open"]),
         (("profile", "list"), ["default  *", "Profile  Active"]),
-        (("profile", "show"), ["Profile:    default", "Sticky:     yes"]),
+        (("profile", "show"), ["Profile:      default", "Sticky:       yes", "Total size:   "]),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, tuple) else "",
 )
@@ -217,18 +220,22 @@ def test_colour_on_a_terminal_can_be_turned_off(
     assert "\x1b[" not in out.output and "20261118_091502_a1c9e2" in out.output
 
 
-def test_colour_highlights_the_marked_matches(sample: Path) -> None:
+def test_colour_highlights_the_matches_in_reverse_video_without_the_marks(sample: Path) -> None:
     out = pty_child("sessions", "search", "docker", "--no-pager", columns=100).output
-    assert "\x1b[1;7;33m>>>Docker<<<\x1b[0m" in out
+    assert "\x1b[1;7;33mDocker\x1b[0m" in out and ">>>" not in out and "<<<" not in out
 
 
 @pytest.mark.parametrize("columns", [60, 100])
-def test_no_color_keeps_the_search_layout_line_for_line(sample: Path, columns: int) -> None:
+def test_no_color_marks_the_matches_and_keeps_every_word(sample: Path, columns: int) -> None:
+    # Colour or marks, never both: the words are the same, the marks only where colour is not.
     args = ("sessions", "search", "docker", "--no-pager")
     coloured = pty_child(*args, columns=columns).output
     plain = pty_child(*args, columns=columns, env={"NO_COLOR": "1"}).output
     assert "\x1b[" in coloured and "\x1b[" not in plain
-    assert bare(coloured).splitlines() == plain.splitlines()
+    assert ">>>Docker<<<" in plain
+    unmarked = plain.replace(">>>", "").replace("<<<", "")
+    assert bare(coloured).split() == unmarked.split()
+    assert_fits(coloured, columns)
 
 
 # --- formats --------------------------------------------------------------------------------

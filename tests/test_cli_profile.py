@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from clitools import run, run_json
 
+from hermes_cli import records
 from hermes_state import home
 
 
@@ -36,7 +37,7 @@ def test_profile_list_shows_default_first_then_names(hermes_home: Path) -> None:
     run("profile", "create", "alpha")
     data = run_json("profile", "list")
     assert [p["name"] for p in data["profiles"]] == ["default", "alpha", "zeta"]
-    assert set(data["profiles"][0]) == {"name", "path", "active", "has_store", "store_bytes"}
+    assert set(data["profiles"][0]) == set(records.PROFILE_KEYS)
 
 
 def test_profile_list_names_prints_one_name_per_line(hermes_home: Path) -> None:

@@ -172,6 +172,8 @@ def test_search_json_hits_have_the_documented_keys(sample: Path) -> None:
         "sessions",
         "complete",
         "hits",
+        "title_match_count",
+        "title_matches",
     }
     assert data["query"] == "chat-send" and data["hits"] and data["ordering"] == "rank"
     hit = data["hits"][0]

@@ -157,8 +157,11 @@ def test_process_says_at_least_when_it_stopped_counting(store: Store) -> None:
         "At least 2,000 matches in 3 sessions (--all counts every one); "
         "showing 20 (--limit 0 shows all)."
     )
-    data = json.loads(child("sessions", "search", "common", "--json").stdout)
+    data = json.loads(child("sessions", "search", "common", "--json", "-n", "20").stdout)
     assert (data["matches"], data["sessions"], data["complete"]) == (2000, 3, False)
+    # Without -n a machine format asks for every hit: every match is counted, as --all.
+    whole = json.loads(child("sessions", "search", "common", "--json").stdout)
+    assert (whole["matches"], whole["complete"], len(whole["hits"])) == (MANY, True, MANY)
 
 
 def test_process_counts_every_match_with_all(store: Store) -> None:

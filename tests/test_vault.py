@@ -206,7 +206,7 @@ def test_cli_move_list_check_return(live: Store) -> None:
     out = json.loads(done.stdout)
     assert out["sessions"] == 3 and out["reclaimed"] is not None
     listed = json.loads(child("vault", "list", "--json").stdout)
-    assert [s["sessions"] for s in listed["stores"]] == [3]
+    assert [s["session_count"] for s in listed["stores"]] == [3]
     checked = child("vault", "check", "--json")
     assert checked.returncode == 0 and json.loads(checked.stdout)["ok"]
     back = child("vault", "return", "b")

@@ -36,6 +36,7 @@ REFUSES = {
     "sessions unpin": ("sessions", "unpin", "vaulted_one"),
     "sessions archive": ("sessions", "archive", "vaulted_one"),
     "sessions unarchive": ("sessions", "unarchive", "vaulted_one"),
+    "sessions resume-command": ("sessions", "resume-command", "vaulted_one"),
 }
 # Covered by tests of their own: the full-screen browser and the MCP server (test_browse_vault,
 # test_mcp_vault), the vault's move and return (test_vault*), backup and restore
@@ -102,8 +103,10 @@ def test_reads_of_conversations_include_the_vault(name: str) -> None:
     assert done.returncode == 0, done.stderr
     if name == "sessions stats":
         assert json.loads(done.stdout)["vault"]["sessions"] == 1
-    elif name in ("vault check", "vault list"):
+    elif name == "vault check":
         assert json.loads(done.stdout)["stores"][0]["sessions"] == 1
+    elif name == "vault list":
+        assert json.loads(done.stdout)["stores"][0]["session_count"] == 1
     else:
         assert "vaulted_one" in done.stdout, name
 
