@@ -387,6 +387,48 @@ def zeroed_interior(db: Path, rng: random.Random, scratch: Path) -> None:
     zero_pages(db, [pages_[len(pages_) // 2]])
 
 
+LONG_VALUES = 12  # messages given values long enough for overflow chains of 1 to 3 pages
+
+
+def long_values(db: Path, rng: random.Random, scratch: Path) -> None:
+    """Give a dozen messages spread over the table values that spill onto overflow pages."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        ids = [r[0] for r in conn.execute("SELECT id FROM messages ORDER BY id")]
+        for i in range(LONG_VALUES):
+            rowid = ids[len(ids) * (2 * i + 1) // (2 * LONG_VALUES)]
+            words = " ".join(f"word{rng.randrange(10_000)}" for _ in range(500 * (1 + i % 3)))
+            conn.execute(
+                "UPDATE messages SET content = coalesce(content, '') || ? WHERE id = ?",
+                (" " + words, rowid),
+            )
+    finally:
+        conn.close()
+
+
+def chains(db: Path, table: str) -> list[list[int]]:
+    """Return the overflow chains of a table's values, in rowid order."""
+    scan = tree(db, table)
+    fd = os.open(db, os.O_RDONLY)
+    try:
+        raw = pages.Pages(fd, os.fstat(fd).st_size)
+        found = [raw.overflow_pages(scan.cells[r]) for r in sorted(scan.cells)]
+    finally:
+        os.close(fd)
+    return [c for c in found if c]
+
+
+def overflow_zeroed(db: Path, rng: random.Random, scratch: Path) -> None:
+    """Zero five overflow pages of messages: the last page of three chains (SQLite reads the
+    zeros as the value's end without an error) and the first page of two longer ones (the
+    chain then ends early, which SQLite does notice)."""
+    found = chains(db, "messages")
+    ends = [found[k * len(found) // 3] for k in range(3)]
+    longer = [c for c in found if len(c) > 1 and c not in ends]
+    starts = [longer[k * len(longer) // 2] for k in range(2)]
+    zero_pages(db, [c[-1] for c in ends] + [c[0] for c in starts])
+
+
 def truncated(db: Path, rng: random.Random, scratch: Path) -> None:
     """Cut the file to 60 % of its pages."""
     size, count = layout(db)
@@ -410,6 +452,7 @@ CASES: dict[str, tuple[Step, Step, str]] = {
     "zeroed-leaves": (nothing, zeroed_leaves, "three messages leaf pages zeroed"),
     "zeroed-interior": (nothing, zeroed_interior, "an interior page of messages zeroed"),
     "truncated": (nothing, truncated, "file cut to 60 %"),
+    "overflow-zeroed": (long_values, overflow_zeroed, "five overflow pages of messages zeroed"),
 }
 
 
