@@ -46,6 +46,18 @@ def plain_indexes(
     return out
 
 
+def rowid_alias(src: sqlite3.Connection, table: str) -> str | None:
+    """Return the source table's INTEGER PRIMARY KEY column (its rowid), if it has one."""
+    try:
+        info = src.execute(f"PRAGMA table_info({quote(table)})").fetchall()
+    except sqlite3.DatabaseError:
+        return None
+    keys = [r for r in info if r[5]]
+    if len(keys) == 1 and str(keys[0][2]).upper() == "INTEGER":
+        return str(keys[0][1])
+    return None
+
+
 def disagreements(
     src: sqlite3.Connection,
     raw: pages.Pages,
@@ -61,6 +73,8 @@ def disagreements(
     entry whose rowid was damaged) is no vote either way.
     """
     table = writer.table
+    if rowid_alias(src, table) not in writer.columns:
+        return {}  # the target numbers such a table's rows anew: rowids do not match up
     have = set(writer.columns)
     indexes = {
         n: (root, cols)

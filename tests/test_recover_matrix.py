@@ -33,6 +33,9 @@ ESTIMATE_TOLERANCE = 0.02  # how far an estimated expected count may be from the
 # Cases where a salvage cannot be shown complete although every row came back: the schema
 # itself was lost, so tables whose schema rows went with it could be missing unseen.
 PARTIAL_BY_DESIGN = {"schema-leaf-zeroed"}
+# Cases where rows `.recover` puts in their table are kept aside by design (values the tool
+# cannot use: a text timestamp, a session without an id).
+ASIDE_BY_DESIGN = {"garbage-values"}
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +130,9 @@ def test_recover_keeps_at_least_what_sqlite_dot_recover_keeps(
     assert theirs is not None and not theirs.error, theirs
     assert ours.exact >= theirs.exact, (ours, theirs)
     assert ours.wrong <= theirs.wrong, (ours, theirs)
+    if case not in ASIDE_BY_DESIGN:
+        # Rows kept aside that were intact (a check gone wrong) would show here.
+        assert ours.in_place >= theirs.in_place, (ours, theirs)
 
 
 @pytest.mark.parametrize("case", CASES)
