@@ -14,6 +14,7 @@ For both it counts, against the rows the store held before the damage:
 - accepted: whether ours called the result complete (exit 0 without ``--allow-partial``).
 
 Usage: python bench/recover_matrix.py --messages 20000 [--cases a,b] [--shell PATH] [--markdown]
+       [--base STORE]
 """
 
 from __future__ import annotations
@@ -680,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
     p.add_argument("--from-json", type=Path, help="print the Markdown table of a --json file")
+    p.add_argument(
+        "--base",
+        type=Path,
+        help="a closed store bench/generate.py made (only copies of it are damaged), "
+        "instead of generating one",
+    )
     args = p.parse_args(argv)
     if args.from_json:
         print(markdown(from_json(args.from_json), args.messages))
@@ -692,8 +699,11 @@ def main(argv: list[str] | None = None) -> int:
     names = args.cases.split(",") if args.cases else list(CASES)
     with tempfile.TemporaryDirectory(prefix="recover-matrix-") as tmp:
         work = Path(tmp)
-        gen.generate(work / "base", args.messages, args.seed)
-        base = work / "base" / "state.db"
+        if args.base is not None:
+            base = args.base
+        else:
+            gen.generate(work / "base", args.messages, args.seed)
+            base = work / "base" / "state.db"
         results = []
         for name in names:
             result, _dir = run_case(name, base, work, shell)

@@ -386,12 +386,10 @@ class Pages:
             kind = data[base] if len(data) > base else 0
             if kind not in (INTERIOR_TABLE, INTERIOR_INDEX):
                 continue
-            cells = int.from_bytes(data[base + 3 : base + 5], "big")
-            stack.append(int.from_bytes(data[base + 8 : base + 12], "big"))
-            for i in range(cells):
-                off = int.from_bytes(data[base + 12 + 2 * i : base + 14 + 2 * i], "big")
-                if off + 4 <= len(data):
-                    stack.append(int.from_bytes(data[off : off + 4], "big"))
+            stack.append(u32(data, base + 8))
+            for off in self.slots(data, base):  # a damaged cell count does not read past them
+                if off and off + 4 <= len(data):
+                    stack.append(u32(data, off))
         return seen
 
     def walk_table(self, root: int) -> TreeScan:
