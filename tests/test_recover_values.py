@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -245,3 +246,26 @@ def test_recover_reads_a_leaf_whose_cell_count_has_a_flipped_bit(
 
     assert got.returncode in (0, 1), got.stderr
     assert messages_of(target) == before
+
+
+def test_recover_keeps_aside_a_row_whose_last_overflow_page_is_garbage(
+    long_values: Path, tmp_path: Path
+) -> None:
+    src = tmp_path / "src" / "state.db"
+    stores.copy_bundle(long_values, src)
+    before = messages_of(src)
+    chains = overflow_chains(src)
+    rowid = sorted(chains)[len(chains) // 2]
+    size = damage.page_size(src)
+    garbage = random.Random(5).randbytes(size)
+    pwrite(src, (chains[rowid][-1] - 1) * size, garbage)
+    target = tmp_path / "out" / "state.db"
+
+    got = recover_child(src, target)
+
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert got.stdout.startswith("PARTIAL: lost 1 of "), got.stdout
+    after = messages_of(target)
+    assert rowid not in after
+    assert all(before[r] == row for r, row in after.items())
+    assert kept_aside(target)[rowid].startswith(DAMAGED_VALUE)
