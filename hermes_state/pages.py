@@ -8,6 +8,7 @@ return, and to find and read table leaf pages when the schema itself is gone.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections import Counter
@@ -432,6 +433,7 @@ class Pages:
                 children.append((u32(data, base + 8), prev, hi))
                 stack.extend(reversed(children))
                 continue
+            found: list[tuple[CellRef, int]] = []
             for i, off in enumerate(slots):
                 try:
                     if not off:
@@ -441,13 +443,19 @@ class Pages:
                 except IndexError:
                     scan.bad_cells += 1
                     continue
-                rowid = signed(rowid)
                 ref = CellRef(page, i)
+                found.append((ref, signed(rowid)))
                 if size > self.usable - 35:
                     why = self._chain_damage(data, pos, size, ref, chains)
                     if why is not None:
                         scan.damaged[ref] = why
-                stray = not lo < rowid <= hi
+            outside = sum(1 for _ref, rowid in found if not lo < rowid <= hi)
+            ordered = all(a[1] < b[1] for a, b in itertools.pairwise(found))
+            # Several cells of one page outside its range, in order with the page's others:
+            # the parent's key (the range) is what was damaged, not each of their rowids.
+            trust_range = outside < 2 or not ordered
+            for ref, rowid in found:
+                stray = trust_range and not lo < rowid <= hi
                 if stray:
                     scan.strays.add(ref)
                 held = scan.cells.get(rowid)
@@ -458,7 +466,7 @@ class Pages:
                     scan.duplicates.append(Duplicate(rowid, *held))
                     scan.cells[rowid] = ref
                 else:
-                    scan.duplicates.append(Duplicate(rowid, page, i))
+                    scan.duplicates.append(Duplicate(rowid, *ref))
         for page in scan.pages & chains.keys():
             scan.damaged.setdefault(chains[page], f"its overflow page {page} is a b-tree page")
         return scan
@@ -594,7 +602,23 @@ class Pages:
         off = u16(data, base + 8 + 2 * index)
         size, pos = varint(data, off)
         rowid, pos = varint(data, pos)
-        return signed(rowid), self._record(self._payload(data, pos, size))
+        return signed(rowid), self._fields(data, pos, size)
+
+    def _fields(self, data: bytes, pos: int, size: int) -> list[Any]:
+        """Decode a table leaf cell's record.
+
+        A cell whose payload fits its page and runs on past the record its header describes
+        is read by the header: a flipped bit in the cell's size, the record itself intact (as
+        SQLite's .recover reads it). A record that then reads other values than were written
+        (its header's field sizes damaged) shifts the columns after it, which the indexes of
+        the table show (recover_crosscheck).
+        """
+        try:
+            return self._record(self._payload(data, pos, size))
+        except ValueError:
+            if size > self.usable - 35 or pos + size > self.usable:
+                raise
+            return self._record(data[pos : pos + size], tolerant=True)
 
     def leaf_cells(self, page: int) -> Iterator[LeafCell]:
         """Yield the cells of a table leaf page (fields None where a record is undecodable)."""
@@ -611,7 +635,7 @@ class Pages:
             except IndexError:
                 continue
             try:
-                fields: list[Any] | None = self._record(self._payload(data, pos, size))
+                fields: list[Any] | None = self._fields(data, pos, size)
             except (ValueError, IndexError, struct.error):
                 fields = None  # a damaged cell: the others on the page may still be fine
             yield LeafCell(i, signed(rowid), fields)
@@ -639,8 +663,9 @@ class Pages:
             raise ValueError("short overflow chain")
         return bytes(out[:size])
 
-    def _record(self, payload: bytes) -> list[Any]:
-        """Decode a record into its field values."""
+    def _record(self, payload: bytes, *, tolerant: bool = False) -> list[Any]:
+        """Decode a record into its field values (tolerant: a payload longer than the record
+        its header describes is accepted, its tail ignored)."""
         header_size, pos = varint(payload, 0)
         if header_size > len(payload):
             raise ValueError("record header runs past its payload")
@@ -675,7 +700,7 @@ class Pages:
                 fields.append(serial - 8)
             else:
                 raise ValueError("reserved serial type")
-        if body != len(payload):
+        if body > len(payload) or (body < len(payload) and not tolerant):
             raise ValueError("record and payload sizes disagree")
         return fields
 

@@ -25,8 +25,8 @@ MIN_VOTES = 2  # indexes that must disagree with a row before it is set aside
 def plain_indexes(
     src: sqlite3.Connection, master: dict[str, SchemaEntry], table: str
 ) -> dict[str, tuple[int, list[str]]]:
-    """Return the source table's indexes on plain columns (no expressions), each with its root
-    page and its columns in key order."""
+    """Return the source table's indexes on plain columns (no expressions, not partial), each
+    with its root page and its columns in key order."""
     out: dict[str, tuple[int, list[str]]] = {}
     try:
         listed = src.execute(f"PRAGMA index_list({quote(table)})").fetchall()
@@ -35,7 +35,9 @@ def plain_indexes(
     for row in listed:
         name = str(row[1])
         rec = master.get(name)
-        if rec is None or rec.rootpage <= 1:
+        if rec is None or rec.rootpage <= 1 or row[4]:
+            # A partial index holds only some rows, and its scan needs its WHERE clause: the
+            # indexes every row is in are enough to vote.
             continue
         try:
             cols = [r[2] for r in src.execute(f"PRAGMA index_info({quote(name)})")]
@@ -68,8 +70,8 @@ def disagreements(
     """Return, per rowid of the salvaged table, the source indexes whose entry for it holds
     other values than the salvaged row (only rows at least MIN_VOTES indexes disagree with).
 
-    The index entries are read off the source's pages, so a damaged index page costs only
-    its own entries; an index entry the row has no match for (a rowid the table lost, an
+    An index SQLite cannot read to the end is read off its pages, so a damaged index page costs
+    only its own entries; an index entry the row has no match for (a rowid the table lost, an
     entry whose rowid was damaged) is no vote either way.
     """
     table = writer.table
@@ -91,7 +93,7 @@ def disagreements(
     votes: dict[int, list[str]] = {}
     for name, (root, cols) in indexes.items():
         at = [wanted.index(c) for c in cols]
-        for fields in raw.index_entries(root):
+        for fields in _entries(src, raw, table, name, root, cols):
             if len(fields) != len(cols) + 1 or not isinstance(fields[-1], int):
                 continue
             row = rows.get(fields[-1])
@@ -100,6 +102,23 @@ def disagreements(
             if any(not _same(row[i], v) for i, v in zip(at, fields, strict=False)):
                 votes.setdefault(fields[-1], []).append(name)
     return {r: names for r, names in votes.items() if len(set(names)) >= MIN_VOTES}
+
+
+def _entries(
+    src: sqlite3.Connection, raw: pages.Pages, table: str, name: str, root: int, cols: list[str]
+) -> list[list[Any]]:
+    """Return an index's entries (its columns, then the rowid): read through SQLite (a covering
+    scan, fast), or off its pages when SQLite cannot read it to the end."""
+    quoted = ", ".join(quote(c) for c in cols)
+    try:
+        return [
+            list(r)
+            for r in src.execute(
+                f"SELECT {quoted}, rowid FROM {quote(table)} INDEXED BY {quote(name)}"
+            )
+        ]
+    except sqlite3.DatabaseError:
+        return list(raw.index_entries(root))  # a damaged page costs only its own entries
 
 
 def _same(stored: Any, indexed: Any) -> bool:
