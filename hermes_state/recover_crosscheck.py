@@ -93,13 +93,16 @@ def disagreements(
     votes: dict[int, list[str]] = {}
     for name, (root, cols) in indexes.items():
         at = [wanted.index(c) for c in cols]
+        width = len(cols)
         for fields in _entries(src, raw, table, name, root, cols):
-            if len(fields) != len(cols) + 1 or not isinstance(fields[-1], int):
+            if len(fields) != width + 1 or not isinstance(fields[-1], int):
                 continue
             row = rows.get(fields[-1])
             if row is None:
                 continue
-            if any(not _same(row[i], v) for i, v in zip(at, fields, strict=False)):
+            # Tuple equality is SQLite's for these values: numbers by value (a real with no
+            # fraction may be stored as an integer), text and blobs never equal to each other.
+            if tuple(row[i] for i in at) != tuple(fields[:width]):
                 votes.setdefault(fields[-1], []).append(name)
     return {r: names for r, names in votes.items() if len(set(names)) >= MIN_VOTES}
 
@@ -119,14 +122,6 @@ def _entries(
         ]
     except sqlite3.DatabaseError:
         return list(raw.index_entries(root))  # a damaged page costs only its own entries
-
-
-def _same(stored: Any, indexed: Any) -> bool:
-    """Tell whether a row's value and an index entry's are the same SQLite value (numbers by
-    value: a real with no fraction may be stored as an integer)."""
-    if isinstance(stored, str | bytes) or isinstance(indexed, str | bytes):
-        return type(stored) is type(indexed) and bool(stored == indexed)
-    return bool(stored == indexed)
 
 
 def set_aside_disagreeing(
