@@ -14,6 +14,7 @@ For both it counts, against the rows the store held before the damage:
 - accepted: whether ours called the result complete (exit 0 without ``--allow-partial``).
 
 Usage: python bench/recover_matrix.py --messages 20000 [--cases a,b] [--shell PATH] [--markdown]
+       [--base STORE]
 """
 
 from __future__ import annotations
@@ -387,6 +388,48 @@ def zeroed_interior(db: Path, rng: random.Random, scratch: Path) -> None:
     zero_pages(db, [pages_[len(pages_) // 2]])
 
 
+LONG_VALUES = 12  # messages given values long enough for overflow chains of 1 to 3 pages
+
+
+def long_values(db: Path, rng: random.Random, scratch: Path) -> None:
+    """Give a dozen messages spread over the table values that spill onto overflow pages."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        ids = [r[0] for r in conn.execute("SELECT id FROM messages ORDER BY id")]
+        for i in range(LONG_VALUES):
+            rowid = ids[len(ids) * (2 * i + 1) // (2 * LONG_VALUES)]
+            words = " ".join(f"word{rng.randrange(10_000)}" for _ in range(500 * (1 + i % 3)))
+            conn.execute(
+                "UPDATE messages SET content = coalesce(content, '') || ? WHERE id = ?",
+                (" " + words, rowid),
+            )
+    finally:
+        conn.close()
+
+
+def chains(db: Path, table: str) -> list[list[int]]:
+    """Return the overflow chains of a table's values, in rowid order."""
+    scan = tree(db, table)
+    fd = os.open(db, os.O_RDONLY)
+    try:
+        raw = pages.Pages(fd, os.fstat(fd).st_size)
+        found = [raw.overflow_pages(scan.cells[r]) for r in sorted(scan.cells)]
+    finally:
+        os.close(fd)
+    return [c for c in found if c]
+
+
+def overflow_zeroed(db: Path, rng: random.Random, scratch: Path) -> None:
+    """Zero five overflow pages of messages: the last page of three chains (SQLite reads the
+    zeros as the value's end without an error) and the first page of two longer ones (the
+    chain then ends early, which SQLite does notice)."""
+    found = chains(db, "messages")
+    ends = [found[k * len(found) // 3] for k in range(3)]
+    longer = [c for c in found if len(c) > 1 and c not in ends]
+    starts = [longer[k * len(longer) // 2] for k in range(2)]
+    zero_pages(db, [c[-1] for c in ends] + [c[0] for c in starts])
+
+
 def truncated(db: Path, rng: random.Random, scratch: Path) -> None:
     """Cut the file to 60 % of its pages."""
     size, count = layout(db)
@@ -410,6 +453,7 @@ CASES: dict[str, tuple[Step, Step, str]] = {
     "zeroed-leaves": (nothing, zeroed_leaves, "three messages leaf pages zeroed"),
     "zeroed-interior": (nothing, zeroed_interior, "an interior page of messages zeroed"),
     "truncated": (nothing, truncated, "file cut to 60 %"),
+    "overflow-zeroed": (long_values, overflow_zeroed, "five overflow pages of messages zeroed"),
 }
 
 
@@ -637,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--json", type=Path, help="also write the results as JSON here")
     p.add_argument("--from-json", type=Path, help="print the Markdown table of a --json file")
+    p.add_argument(
+        "--base",
+        type=Path,
+        help="a closed store bench/generate.py made (only copies of it are damaged), "
+        "instead of generating one",
+    )
     args = p.parse_args(argv)
     if args.from_json:
         print(markdown(from_json(args.from_json), args.messages))
@@ -649,8 +699,11 @@ def main(argv: list[str] | None = None) -> int:
     names = args.cases.split(",") if args.cases else list(CASES)
     with tempfile.TemporaryDirectory(prefix="recover-matrix-") as tmp:
         work = Path(tmp)
-        gen.generate(work / "base", args.messages, args.seed)
-        base = work / "base" / "state.db"
+        if args.base is not None:
+            base = args.base
+        else:
+            gen.generate(work / "base", args.messages, args.seed)
+            base = work / "base" / "state.db"
         results = []
         for name in names:
             result, _dir = run_case(name, base, work, shell)

@@ -34,6 +34,7 @@ INVALID = "invalid values"
 MISFIT = "found in the table's b-tree but shaped like another table's row"
 BAD_ROWID = "rowid damaged (outside the range its page covers)"
 DUPLICATE = "a second row with the same rowid"
+DAMAGED_VALUE = "a value was not read intact"
 UNATTACHED = "on a page no b-tree reaches (deleted, or cut off from its table)"
 UNATTRIBUTED = "fits no table of the store"
 

@@ -8,6 +8,7 @@ return, and to find and read table leaf pages when the schema itself is gone.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections import Counter
@@ -304,6 +305,12 @@ class TreeScan:
     strays: set[CellRef] = field(default_factory=set)
     duplicates: list[Duplicate] = field(default_factory=list)
     bad_cells: int = 0  # cells whose rowid could not even be read
+    # Cells whose value spills into an overflow chain that is broken (a page zeroed, cut short,
+    # run on, or shared): what SQLite reads for them is not what was written. Ref -> why.
+    damaged: dict[CellRef, str] = field(default_factory=dict)
+    # Pages whose header was damaged (a cell count, a freeblock) but whose cell pointers were
+    # read one by one up to the first that points nowhere.
+    mended: set[int] = field(default_factory=set)
 
     @property
     def count(self) -> int:
@@ -380,17 +387,16 @@ class Pages:
             kind = data[base] if len(data) > base else 0
             if kind not in (INTERIOR_TABLE, INTERIOR_INDEX):
                 continue
-            cells = int.from_bytes(data[base + 3 : base + 5], "big")
-            stack.append(int.from_bytes(data[base + 8 : base + 12], "big"))
-            for i in range(cells):
-                off = int.from_bytes(data[base + 12 + 2 * i : base + 14 + 2 * i], "big")
-                if off + 4 <= len(data):
-                    stack.append(int.from_bytes(data[off : off + 4], "big"))
+            stack.append(u32(data, base + 8))
+            for off in self.slots(data, base):  # a damaged cell count does not read past them
+                if off and off + 4 <= len(data):
+                    stack.append(u32(data, off))
         return seen
 
     def walk_table(self, root: int) -> TreeScan:
         """Walk a table b-tree from its root, noting each leaf cell and each unreadable subtree."""
         scan = TreeScan()
+        chains: dict[int, CellRef] = {}  # overflow page -> the cell whose chain holds it
         stack = [(root, MIN_ROWID - 1, MAX_ROWID)]
         while stack:
             page, lo, hi = stack.pop()
@@ -400,18 +406,22 @@ class Pages:
             data = self.read(page)
             base = 100 if page == 1 else 0
             kind = data[base] if len(data) > base else 0
-            if kind not in (INTERIOR_TABLE, LEAF_TABLE) or not looks_like_btree_page(
-                data, base, self.page_size, self.count
-            ):
+            if kind not in (INTERIOR_TABLE, LEAF_TABLE):
                 scan.holes.append((lo, hi))
                 continue
+            slots = self.slots(data, base)
+            if not looks_like_btree_page(data, base, self.page_size, self.count):
+                if not slots:
+                    scan.holes.append((lo, hi))
+                    continue
+                scan.mended.add(page)
             scan.pages.add(page)
-            cells = u16(data, base + 3)
             if kind == INTERIOR_TABLE:
                 prev = lo
                 children = []
-                for i in range(cells):
-                    off = u16(data, base + 12 + 2 * i)
+                for off in slots:
+                    if not off:
+                        continue
                     try:
                         child = u32(data, off)
                         key, _ = varint(data, off + 4)
@@ -423,17 +433,29 @@ class Pages:
                 children.append((u32(data, base + 8), prev, hi))
                 stack.extend(reversed(children))
                 continue
-            for i in range(cells):
-                off = u16(data, base + 8 + 2 * i)
+            found: list[tuple[CellRef, int]] = []
+            for i, off in enumerate(slots):
                 try:
-                    _, pos = varint(data, off)
-                    rowid, _ = varint(data, pos)
+                    if not off:
+                        raise IndexError("a cell pointer points nowhere")
+                    size, pos = varint(data, off)
+                    rowid, pos = varint(data, pos)
                 except IndexError:
                     scan.bad_cells += 1
                     continue
-                rowid = signed(rowid)
                 ref = CellRef(page, i)
-                stray = not lo < rowid <= hi
+                found.append((ref, signed(rowid)))
+                if size > self.usable - 35:
+                    why = self._chain_damage(data, pos, size, ref, chains)
+                    if why is not None:
+                        scan.damaged[ref] = why
+            outside = sum(1 for _ref, rowid in found if not lo < rowid <= hi)
+            ordered = all(a[1] < b[1] for a, b in itertools.pairwise(found))
+            # Several cells of one page outside its range, in order with the page's others:
+            # the parent's key (the range) is what was damaged, not each of their rowids.
+            trust_range = outside < 2 or not ordered
+            for ref, rowid in found:
+                stray = trust_range and not lo < rowid <= hi
                 if stray:
                     scan.strays.add(ref)
                 held = scan.cells.get(rowid)
@@ -444,8 +466,134 @@ class Pages:
                     scan.duplicates.append(Duplicate(rowid, *held))
                     scan.cells[rowid] = ref
                 else:
-                    scan.duplicates.append(Duplicate(rowid, page, i))
+                    scan.duplicates.append(Duplicate(rowid, *ref))
+        for page in scan.pages & chains.keys():
+            scan.damaged.setdefault(chains[page], f"its overflow page {page} is a b-tree page")
         return scan
+
+    def index_entries(self, root: int) -> Iterator[list[Any]]:
+        """Yield the record of every readable cell of an index b-tree (its key columns, then
+        the rowid), walked from its root; damaged pages and cells are passed over."""
+        seen: set[int] = set()
+        stack = [root]
+        while stack:
+            page = stack.pop()
+            if page in seen or not 1 <= page <= self.count or page == self.lock_page:
+                continue
+            seen.add(page)
+            data = self.read(page)
+            base = 100 if page == 1 else 0
+            kind = data[base] if len(data) > base else 0
+            if kind not in (LEAF_INDEX, INTERIOR_INDEX):
+                continue
+            if not looks_like_btree_page(data, base, self.page_size, self.count):
+                continue
+            interior = kind == INTERIOR_INDEX
+            start = base + (12 if interior else 8)
+            if interior:
+                stack.append(u32(data, base + 8))
+            for i in range(u16(data, base + 3)):
+                off = u16(data, start + 2 * i)
+                try:
+                    if interior:
+                        stack.append(u32(data, off))
+                        off += 4
+                    size, pos = varint(data, off)
+                    yield self._record(self._payload(data, pos, size, index=True))
+                except (ValueError, IndexError, struct.error):
+                    continue
+
+    def slots(self, data: bytes, base: int) -> list[int]:
+        """Return the cell offsets of a table b-tree page, in slot order.
+
+        When the page's header is damaged (a flipped bit in its cell count or free-space
+        fields), the pointers are read one by one: all the header counts when that count is
+        possible (an offset of 0 for each one that points nowhere), else up to the first one
+        that points nowhere (the free space after the array is zeros or old bytes).
+        """
+        kind = data[base] if len(data) > base else 0
+        if looks_like_btree_page(data, base, self.page_size, self.count):
+            start = base + (12 if kind in (INTERIOR_TABLE, INTERIOR_INDEX) else 8)
+            return [u16(data, start + 2 * i) for i in range(u16(data, base + 3))]
+        if kind not in (INTERIOR_TABLE, LEAF_TABLE):
+            return []
+        start = base + (12 if kind == INTERIOR_TABLE else 8)
+        if kind == INTERIOR_TABLE and not 2 <= u32(data, base + 8) <= self.count:
+            return []  # the right child is gone too: nothing says where the subtree is
+        most = (self.usable - start) // 6  # a cell takes 2 bytes of pointer and 4 at least
+        declared = u16(data, base + 3)
+        out: list[int] = []
+        seen: set[int] = set()
+        for i in range(declared if declared <= most else most):
+            ptr = u16(data, start + 2 * i)
+            good = start + 2 * (i + 1) <= ptr <= self.usable - 4 and ptr not in seen
+            if good and kind == INTERIOR_TABLE:
+                good = 2 <= u32(data, ptr) <= self.count
+            if not good:
+                if declared > most:
+                    break
+                out.append(0)
+                continue
+            seen.add(ptr)
+            out.append(ptr)
+        return out if any(out) else []
+
+    def overflow_pages(self, ref: CellRef) -> list[int]:
+        """Return the overflow pages of a table leaf cell's value, in chain order."""
+        data = self.read(ref.page)
+        base = 100 if ref.page == 1 else 0
+        size, pos = varint(data, u16(data, base + 8 + 2 * ref.slot))
+        _, pos = varint(data, pos)
+        if size <= self.usable - 35:
+            return []
+        page = u32(data, pos + self._local(size))
+        out: list[int] = []
+        while page and page not in out and 1 <= page <= self.count:
+            out.append(page)
+            page = u32(self.read(page), 0)
+        return out
+
+    def _chain_damage(
+        self, data: bytes, pos: int, size: int, ref: CellRef, chains: dict[int, CellRef]
+    ) -> str | None:
+        """Follow a cell's overflow chain; return why it is broken, or None when it is sound.
+
+        Checked the way SQLite's integrity_check does (length, page numbers, no page used
+        twice) and beyond it: a page of zeros, which SQLite reads as the value's last part
+        without complaint when it is the chain's last page.
+        """
+        local = self._local(size)
+        at = pos + local
+        if at + 4 > self.usable:
+            return "its cell runs past the page"
+        page = u32(data, at)
+        need = -(-(size - local) // (self.usable - 4))
+        zero = bytes(self.page_size)
+        for n in range(need):
+            if not 2 <= page <= self.count or page == self.lock_page:
+                return f"its overflow chain points to page {page}, outside the file"
+            owner = chains.setdefault(page, ref)
+            if owner != ref:
+                return f"its overflow page {page} belongs to another value's chain too"
+            chunk = self.read(page)
+            if chunk == zero:
+                return f"its overflow page {page} is zeroed"
+            page = u32(chunk, 0)
+            if n < need - 1 and page == 0:
+                return f"its overflow chain ends after {n + 1} of {need} pages"
+        if page != 0:
+            return f"its overflow chain runs on past its {need} pages"
+        return None
+
+    def _local(self, size: int, max_local: int | None = None) -> int:
+        """Return how many bytes of a cell's payload of this size sit on its page (max_local:
+        the most a cell of its kind keeps there; a table leaf's by default)."""
+        max_local = self.usable - 35 if max_local is None else max_local
+        if size <= max_local:
+            return size
+        min_local = (self.usable - 12) * 32 // 255 - 23
+        local = min_local + (size - min_local) % (self.usable - 4)
+        return min_local if local > max_local else local
 
     def cell(self, page: int, index: int) -> tuple[int, list[Any]]:
         """Return (rowid, fields) of one cell of a table leaf page."""
@@ -454,7 +602,23 @@ class Pages:
         off = u16(data, base + 8 + 2 * index)
         size, pos = varint(data, off)
         rowid, pos = varint(data, pos)
-        return signed(rowid), self._record(self._payload(data, pos, size))
+        return signed(rowid), self._fields(data, pos, size)
+
+    def _fields(self, data: bytes, pos: int, size: int) -> list[Any]:
+        """Decode a table leaf cell's record.
+
+        A cell whose payload fits its page and runs on past the record its header describes
+        is read by the header: a flipped bit in the cell's size, the record itself intact (as
+        SQLite's .recover reads it). A record that then reads other values than were written
+        (its header's field sizes damaged) shifts the columns after it, which the indexes of
+        the table show (recover_crosscheck).
+        """
+        try:
+            return self._record(self._payload(data, pos, size))
+        except ValueError:
+            if size > self.usable - 35 or pos + size > self.usable:
+                raise
+            return self._record(data[pos : pos + size], tolerant=True)
 
     def leaf_cells(self, page: int) -> Iterator[LeafCell]:
         """Yield the cells of a table leaf page (fields None where a record is undecodable)."""
@@ -462,33 +626,29 @@ class Pages:
         base = 100 if page == 1 else 0
         if len(data) <= base or data[base] != LEAF_TABLE:
             return
-        cells = u16(data, base + 3)
-        if not 0 < cells <= (self.usable - 8) // 4:
-            return
-        for i in range(cells):
+        for i, off in enumerate(self.slots(data, base)):
             try:
-                off = u16(data, base + 8 + 2 * i)
+                if not off:
+                    continue
                 size, pos = varint(data, off)
                 rowid, pos = varint(data, pos)
             except IndexError:
                 continue
             try:
-                fields: list[Any] | None = self._record(self._payload(data, pos, size))
+                fields: list[Any] | None = self._fields(data, pos, size)
             except (ValueError, IndexError, struct.error):
                 fields = None  # a damaged cell: the others on the page may still be fine
             yield LeafCell(i, signed(rowid), fields)
 
-    def _payload(self, data: bytes, pos: int, size: int) -> bytes:
-        """Return a cell's payload, following its overflow chain."""
-        max_local = self.usable - 35
+    def _payload(self, data: bytes, pos: int, size: int, *, index: bool = False) -> bytes:
+        """Return a cell's payload (a table leaf's, or an index b-tree's), following its
+        overflow chain."""
+        max_local = (self.usable - 12) * 64 // 255 - 23 if index else self.usable - 35
         if size <= max_local:
             if pos + size > self.usable:
                 raise ValueError("cell runs past the page")
             return data[pos : pos + size]
-        min_local = (self.usable - 12) * 32 // 255 - 23
-        local = min_local + (size - min_local) % (self.usable - 4)
-        if local > max_local:
-            local = min_local
+        local = self._local(size, max_local)
         out = bytearray(data[pos : pos + local])
         page = int.from_bytes(data[pos + local : pos + local + 4], "big")
         seen: set[int] = set()
@@ -503,8 +663,9 @@ class Pages:
             raise ValueError("short overflow chain")
         return bytes(out[:size])
 
-    def _record(self, payload: bytes) -> list[Any]:
-        """Decode a record into its field values."""
+    def _record(self, payload: bytes, *, tolerant: bool = False) -> list[Any]:
+        """Decode a record into its field values (tolerant: a payload longer than the record
+        its header describes is accepted, its tail ignored)."""
         header_size, pos = varint(payload, 0)
         if header_size > len(payload):
             raise ValueError("record header runs past its payload")
@@ -539,7 +700,7 @@ class Pages:
                 fields.append(serial - 8)
             else:
                 raise ValueError("reserved serial type")
-        if body != len(payload):
+        if body > len(payload) or (body < len(payload) and not tolerant):
             raise ValueError("record and payload sizes disagree")
         return fields
 

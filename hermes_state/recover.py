@@ -46,6 +46,7 @@ from hermes_state import cjk, lost_and_found, pages, recover_expect, salvage, sc
 from hermes_state.connection import Store
 from hermes_state.errors import is_corruption_error
 from hermes_state.home import make_output_dir as make_target_dir
+from hermes_state.recover_crosscheck import set_aside_disagreeing
 from hermes_state.recover_pages import (
     page_pass,
     prewalk,
@@ -426,6 +427,14 @@ def _copy_tables(
             page_pass(raw, master, shapes, scans, store, report, writers, make_writer, lost)
         except (OSError, ValueError) as exc:
             report.notes.append(f"page-level salvage stopped: {exc}")
+    if src is not None and raw is not None:
+        for name, writer in writers.items():
+            moved = set_aside_disagreeing(src, raw, master, store, writer)
+            if moved:
+                report.notes.append(
+                    f"{name}: {moved} rows whose columns two or more of its indexes say held "
+                    "other values were kept in lost_and_found, not restored"
+                )
     lost.flush()
     for writer in writers.values():
         meta_keys |= writer.meta_keys

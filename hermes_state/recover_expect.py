@@ -103,18 +103,18 @@ def census(raw: pages.Pages, root: int, max_page: int) -> Census:
         data = raw.read(page) if page != raw.lock_page else b""
         base = 100 if page == 1 else 0
         kind = data[base] if len(data) > base else 0
-        if kind not in (pages.LEAF_TABLE, pages.INTERIOR_TABLE) or not pages.looks_like_btree_page(
-            data, base, raw.page_size
+        slots = raw.slots(data, base) if kind in (pages.LEAF_TABLE, pages.INTERIOR_TABLE) else []
+        if not slots and not (
+            kind == pages.LEAF_TABLE and pages.looks_like_btree_page(data, base, raw.page_size)
         ):
             out.missing.append(depth)
             continue
-        cells = pages.u16(data, base + 3)
         if kind == pages.LEAF_TABLE:
             out.leaves += 1
-            out.cells += cells
+            out.cells += sum(1 for off in slots if off)
             out.leaf_depths[depth] += 1
             continue
-        children = [pages.u32(data, pages.u16(data, base + 12 + 2 * i)) for i in range(cells)]
+        children = [pages.u32(data, off) for off in slots if off]
         children.append(pages.u32(data, base + 8))
         out.fanout.setdefault(depth, []).append(len(children))
         for child in children:
@@ -150,8 +150,9 @@ def sequences(src: sqlite3.Connection | None) -> dict[str, int]:
 
 
 def read_rows(result: TableResult) -> int:
-    """Return the rows of a table that were read: copied, or refused or invalid and kept aside."""
-    return result.copied + result.rejected + result.invalid
+    """Return the rows of a table that were read: copied, or refused, invalid or damaged and
+    kept aside."""
+    return result.copied + result.rejected + result.invalid + result.damaged_values
 
 
 def damaged(result: TableResult, ranges: Iterable[SkippedRange] = ()) -> bool:

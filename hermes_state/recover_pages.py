@@ -70,6 +70,14 @@ def prewalk(
     if rec is None or rec.rootpage <= 0 or name not in shapes:
         return None
     scan = raw.walk_table(rec.rootpage)
+    for ref, why in scan.damaged.items():
+        rowid = _rowid_of(raw, ref)
+        if rowid is not None and scan.cells.get(rowid) == ref:
+            writer.damaged[rowid] = (why, ref.page)
+    if scan.mended:
+        writer.result.errors.append(
+            f"{len(scan.mended)} pages with a damaged header were read cell by cell"
+        )
     shape = shapes[name]
     if shape.alias is None:
         return scan  # the rowid is not the row's identity: a damaged one changes no value
@@ -82,6 +90,18 @@ def prewalk(
             values = shape.row(rowid, fields)
             writer.strays[rowid] = tuple(values.get(c) for c in writer.columns)
     return scan
+
+
+def _rowid_of(raw: pages.Pages, ref: pages.CellRef) -> int | None:
+    """Return the rowid of a cell whose record cannot be decoded (None: not even that)."""
+    data = raw.read(ref.page)
+    base = 100 if ref.page == 1 else 0
+    try:
+        off = pages.u16(data, base + 8 + 2 * ref.slot)
+        _, pos = pages.varint(data, off)
+        return pages.signed(pages.varint(data, pos)[0])
+    except IndexError:
+        return None
 
 
 def page_pass(

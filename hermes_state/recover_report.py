@@ -45,6 +45,7 @@ class TableResult:
     columns_dropped: list[str] = field(default_factory=list)  # source columns we have no use for
     errors: list[str] = field(default_factory=list)
     invalid: int = 0  # rows read but kept in lost_and_found for values the tool cannot use
+    damaged_values: int = 0  # rows read but kept in lost_and_found: a value not read intact
     rowids_open: bool = False  # an unreadable span ran past every rowid known (rows uncounted)
     figures: dict[str, int] = field(default_factory=dict)  # basis -> rows it says the table held
     expected: int | None = None  # rows the table held before the damage (see expected_basis)
@@ -295,6 +296,11 @@ class RecoveryReport:
                 line += "; more may be on pages that could not be counted"
             if t.to_lost_and_found:
                 line += f"; {_rows(t.to_lost_and_found)} kept aside in lost_and_found"
+            if t.damaged_values:
+                line += (
+                    f" ({t.damaged_values:,} of them with values that were not read intact: "
+                    "a damaged overflow page, or columns the table's indexes disagree with)"
+                )
             lines.append(line)
         for name, n in self.not_copied.items():
             lines.append(f"{name}: lost {'all' if n is None else f'{n:,} of {n:,}'} (not copied)")

@@ -94,6 +94,9 @@ class TableWriter:
         # SQLite's cursor returns one of them, it is kept aside instead of copied.
         self.strays: dict[int, tuple[Any, ...]] = {}
         self.diverted: set[int] = set()
+        # Rowids whose values cannot have been read intact (a broken overflow chain), and why:
+        # such a row is kept aside, never copied as if it were the row that was written.
+        self.damaged: dict[int, tuple[str, int | None]] = {}  # rowid -> (why, its leaf page)
         self.lost = lost
         self.meta_keys: set[str] = set()
         self.title_pos = (
@@ -112,6 +115,8 @@ class TableWriter:
         """Write rows (rowid first, then the columns) into the target in one transaction."""
         if self.strays:
             rows = [r for r in rows if not self._divert(r)]
+        if self.damaged:
+            rows = [r for r in rows if not self._set_aside(r)]
         dropped = [r[0] for r in rows if not self._keep(r[1:])]
         if dropped:
             self.ignored_rowids.update(dropped)
@@ -163,6 +168,25 @@ class TableWriter:
             dict(zip(self.columns, row[1:], strict=True)),
         )
         self.result.to_lost_and_found += 1
+        return True
+
+    def _set_aside(self, row: Row) -> bool:
+        """Keep a row aside if its values were not read intact; tell whether it was."""
+        damage = self.damaged.pop(row[0], None)
+        if damage is None:
+            return False
+        why, page = damage
+        self.diverted.add(row[0])
+        self.lost.add(
+            self.table,
+            lost_and_found.DAMAGED_VALUE,
+            row[0],
+            page,
+            dict(zip(self.columns, row[1:], strict=True)),
+            why,
+        )
+        self.result.to_lost_and_found += 1
+        self.result.damaged_values += 1
         return True
 
     def _insert_one_by_one(

@@ -4,10 +4,11 @@ the other core, instead of being read row by row."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
-from hermes_state import fts, schema
+from hermes_state import fts, pages, schema
 from hermes_state.connection import Store, create_bare_store
 from hermes_state.diagnosis import is_litestream_table
 from hermes_state.recover_report import (
@@ -72,6 +73,35 @@ def _quick_check(copy: Path) -> bool:
         conn.close()
 
 
+def zeroed_pages(copy: Path) -> list[int]:
+    """Return the pages of the copy that are all zeros but not free.
+
+    After quick_check passes every page is in use — a b-tree's, an overflow chain's or the
+    freelist's — and a zeroed b-tree page fails it; a zeroed page off the freelist is then the
+    last page of an overflow chain, which SQLite reads as the end of a value without complaint.
+    """
+    fd = os.open(copy, os.O_RDONLY | os.O_CLOEXEC)  # the private work copy
+    try:
+        raw = pages.Pages(fd, os.fstat(fd).st_size)
+        size = raw.page_size
+        zero = bytes(size)
+        found: list[int] = []
+        step = max(1, (1 << 22) // size)  # read 4 MiB at a time
+        for first in range(1, raw.count + 1, step):
+            chunk = os.pread(fd, step * size, (first - 1) * size)
+            for i in range(len(chunk) // size):
+                if chunk[i * size : (i + 1) * size] == zero:
+                    found.append(first + i)
+        if not found:
+            return []
+        free = raw.freelist() | {raw.lock_page}
+        return [n for n in found if n not in free and n != 1]
+    except (OSError, ValueError):
+        return []
+    finally:
+        os.close(fd)
+
+
 def copy_healthy(
     copy: Path,
     src: sqlite3.Connection,
@@ -92,6 +122,15 @@ def copy_healthy(
     check = IndexCheck(copy, largest or None)
     if not _quick_check(copy):  # a damaged copy is salvaged instead of copied whole
         check.cancel()
+        return None
+    zeroed = zeroed_pages(copy)
+    if zeroed:
+        check.cancel()
+        shown = ", ".join(str(n) for n in zeroed[:5]) + (" …" if len(zeroed) > 5 else "")
+        report.notes.append(
+            f"{len(zeroed)} pages in use are zeroed ({shown}), which quick_check does not see "
+            "at the end of a long value's overflow chain: the source was read row by row"
+        )
         return None
     store = create_bare_store(target, journal_mode="delete")  # empty file: VACUUM INTO fills it
     try:

@@ -65,6 +65,7 @@ LAYERS: list[set[str]] = [
         "portability",
         "recover_scan",
         "recover_pages",
+        "recover_crosscheck",
         "recover_whole",
         "conversation",
         "rewind",

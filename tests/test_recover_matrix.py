@@ -1,8 +1,9 @@
 """The recover damage matrix (bench/recover_matrix.py), case by case, on a 2,000-message store.
 
 For every case: our salvage keeps at least as many original rows byte-for-byte as SQLite's own
-`.recover` (its lost_and_found rows counted), puts no more wrong rows into the live tables, exits
-0 exactly when nothing was lost, and `hermes sessions list/show/export` work on the result. The
+`.recover` (its lost_and_found rows counted) and, but where rows are kept aside by design, at
+least as many in their own table; puts no more wrong rows into the live tables, exits 0 exactly
+when nothing was lost, and `hermes sessions list/show/export` work on the result. The
 comparison needs a sqlite3 shell with the sqlite_dbpage table (`.ci/build-sqlite-shell` builds
 and caches one); without it those assertions skip and say why. The same matrix at 20,000 or
 200,000 messages: `python bench/recover_matrix.py --messages 200000`.
@@ -33,6 +34,9 @@ ESTIMATE_TOLERANCE = 0.02  # how far an estimated expected count may be from the
 # Cases where a salvage cannot be shown complete although every row came back: the schema
 # itself was lost, so tables whose schema rows went with it could be missing unseen.
 PARTIAL_BY_DESIGN = {"schema-leaf-zeroed"}
+# Cases where rows `.recover` puts in their table are kept aside by design (values the tool
+# cannot use: a text timestamp, a session without an id).
+ASIDE_BY_DESIGN = {"garbage-values"}
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +131,9 @@ def test_recover_keeps_at_least_what_sqlite_dot_recover_keeps(
     assert theirs is not None and not theirs.error, theirs
     assert ours.exact >= theirs.exact, (ours, theirs)
     assert ours.wrong <= theirs.wrong, (ours, theirs)
+    if case not in ASIDE_BY_DESIGN:
+        # Rows kept aside that were intact (a check gone wrong) would show here.
+        assert ours.in_place >= theirs.in_place, (ours, theirs)
 
 
 @pytest.mark.parametrize("case", CASES)
