@@ -16,7 +16,8 @@ and a store that disappears or is locked is reported by the next call. Every ans
 a count (``limit``) and a size (``MAX_RESULT_BYTES`` of JSON); ``next_cursor`` continues it.
 Secrets are redacted unless the server was started with ``--no-redact``.
 
-This is the only module that imports ``mcp``, and only once the command runs (start-up time).
+This module and its transport (``mcp_stdio``) are the only ones importing ``mcp``, and only once
+the command runs (start-up time).
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ if TYPE_CHECKING:
     from hermes_state.connection import Store
 
 SERVER_NAME = "hermes"
-MAX_RESULT_BYTES = 64 * 1024  # of one answer's JSON (the text copy of it comes on top)
+MAX_RESULT_BYTES = 64 * 1024  # of one answer on the wire: its data and the text copy of it
+# What the items of a page may take of it; the rest is for the JSON-RPC envelope, the fixed
+# fields and the cursor.
+ITEMS_BUDGET = MAX_RESULT_BYTES - 2048
 DEFAULT_MAX_CHARS = 4000  # of one message field in get_session
 MAX_CHARS = 16_000
 TOOL_CALL_CHARS = 2000  # of one tool call's arguments
@@ -436,15 +440,20 @@ def _cutoff(args: Mapping[str, Any], key: str) -> float | None:
 
 
 def _size(value: Any) -> int:
-    """Return the bytes value takes in an answer's JSON."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    """Return the bytes value takes in an answer on the wire: once as data, once inside the
+    text copy (a JSON string, where every quote, backslash and control character grows)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    as_string = json.dumps(text, ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass")) + len(
+        as_string.encode("utf-8", "surrogatepass")
+    )
 
 
-def _within_budget(items: list[dict[str, Any]], budget: int = MAX_RESULT_BYTES) -> int:
+def _within_budget(items: list[dict[str, Any]], budget: int = ITEMS_BUDGET) -> int:
     """Return how many of items fit in budget bytes (at least one, so a page always moves)."""
     used = 0
     for n, item in enumerate(items):
-        used += _size(item) + 1
+        used += _size(item) + 2  # the comma, in the data and in its text copy
         if used > budget and n:
             return n
     return len(items)
@@ -535,7 +544,7 @@ def _redacted_hit(hit: dict[str, Any]) -> dict[str, Any]:
 def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer search_messages: one page of hits, and how they were found."""
     from hermes_cli import records
-    from hermes_state import search, vault_search
+    from hermes_state import redact, search, vault_search
 
     wanted = _normalized(args, SEARCH_INPUT)
     offset = read_cursor("search_messages", wanted, args.get("cursor")) or 0
@@ -571,13 +580,17 @@ def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
         titles = vault_search.hit_titles(store, home, page)
     # Each hit's "vault" is its vault year, None (null) for the live store.
     shaped = [records.hit(h, titles.get(h["session_id"])) for h in page]
+    notes = [f"{w.message}; {w.hint}" for w in search.query_warnings(query)]
+    echoed = query
     if call.redact:
         shaped = [_redacted_hit(h) for h in shaped]
-    kept = _within_budget(shaped)
+        # Everything the server says is redacted, the query it repeats and its notes too.
+        echoed, notes = redact.redact(query), [redact.redact(n) for n in notes]
+    kept = _within_budget(shaped, ITEMS_BUDGET - _size([echoed, notes]))
     more = kept < len(shaped) or len(hits) > limit
     return {
         "profile": _profile(),
-        "query": query,
+        "query": echoed,
         "ordering": hits.ordering,
         "route": hits.route,
         "partial": hits.partial,
@@ -590,7 +603,7 @@ def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
         "matches": hits.matches,
         "sessions": hits.sessions,
         "complete": hits.complete,
-        "notes": [f"{w.message}; {w.hint}" for w in search.query_warnings(query)],
+        "notes": notes,
         "hits": shaped[:kept],
         "next_cursor": make_cursor("search_messages", wanted, offset + kept) if more else None,
         "redacted": call.redact,
@@ -768,6 +781,19 @@ def _page_of_messages(
     return found, after_id  # examined its share of rows: the next page goes on from here
 
 
+def _fitted_message(
+    msg: Mapping[str, Any], wanted: Mapping[str, Any], call: Call, budget: int
+) -> dict[str, Any]:
+    """Return a message too large for a page alone, its fields cut shorter until it fits (or
+    to 100 characters each); truncated names every field cut and its full length."""
+    limit = wanted["max_chars"]
+    shaped = _message(msg, wanted, call)
+    while _size(shaped) > budget and limit > 100:
+        limit = max(100, limit // 2)
+        shaped = _message(msg, {**wanted, "max_chars": limit}, call)
+    return shaped
+
+
 def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer get_session: the session's metadata and one page of its transcript."""
     from hermes_cli import records, vault
@@ -791,8 +817,11 @@ def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
     }
     if call.redact:
         head["title"] = redact.redact(head["title"])
+    budget = ITEMS_BUDGET - _size(head)
     shaped = [_message(m, wanted, call) for m in rows]
-    kept = _within_budget(shaped, MAX_RESULT_BYTES - _size(head))
+    kept = _within_budget(shaped, budget)
+    if kept == 1 and _size(shaped[0]) > budget:
+        shaped[0] = _fitted_message(rows[0], wanted, call, budget)
     if kept < len(shaped):
         resume_after = shaped[kept - 1]["id"]
     return {
@@ -857,7 +886,7 @@ def get_usage(args: dict[str, Any], call: Call) -> dict[str, Any]:
     page = groups[offset : offset + wanted["limit"]]
     if call.redact:
         page = [{**g, "title": redact.redact(g["title"])} if g.get("title") else g for g in page]
-    kept = _within_budget(page)
+    kept = _within_budget(page, ITEMS_BUDGET - _size({**document, "groups": []}))
     more = offset + kept < len(groups)
     return {
         **document,
@@ -960,21 +989,32 @@ def _bug(spec: ToolSpec, exc: Exception) -> ToolError:
     return ToolError("internal_error", f"{spec.name} failed: {exc}", "This is a bug of hermes.")
 
 
-def _error_result(exc: ToolError) -> mcp_types.CallToolResult:
-    """Return a refused call as an MCP tool error (isError), in text and as data."""
+def _error_result(exc: ToolError, call: Call) -> mcp_types.CallToolResult:
+    """Return a refused call as an MCP tool error (isError) in text: kind, message and hint.
+
+    No structured content: clients (the TypeScript SDK, Inspector) check it against the
+    tool's output schema, which describes answers, and would drop the refusal with its hint.
+    """
     from mcp import types
 
+    from hermes_state import redact
+
     text = f"Error ({exc.kind}): {exc.message}" + (f"\nHint: {exc.hint}" if exc.hint else "")
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structuredContent={"error": exc.kind, "message": exc.message, "hint": exc.hint},
-        isError=True,
-    )
+    if call.redact:
+        # A message can quote stored text or another process's command line (a lock holder's,
+        # cut at 80 characters with "…": what is left of a secret before a cut goes too).
+        pieces = text.split("…")
+        text = "…".join(
+            redact.redact_fragment(piece, cut_end=n < len(pieces) - 1)
+            for n, piece in enumerate(pieces)
+        )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
 
 def build_server(call: Call) -> Any:
     """Return the MCP server with its tools (an mcp.server.lowlevel.Server)."""
     import anyio
+    import anyio.lowlevel
     import anyio.to_thread
     from mcp import types
     from mcp.server.lowlevel import Server
@@ -1011,15 +1051,23 @@ def build_server(call: Call) -> Any:
                     "unknown_tool",
                     f"no tool is named {name!r}",
                     f"The tools: {', '.join(by_name)}.",
-                )
+                ),
+                call,
             )
         started = time.perf_counter()
+        refusal: ToolError | None = None
         try:
             doc = await anyio.to_thread.run_sync(
                 functools.partial(run_tool, spec, dict(arguments), call), limiter=limiter
             )
         except ToolError as exc:
-            return _error_result(exc)
+            refusal = exc
+        # The worker is done: yield to the loop once. A cancel that came meanwhile (the SDK has
+        # answered it already) ends this handler here; a second answer would meet the SDK's
+        # "Request already responded to" assertion, which stops the server.
+        await anyio.lowlevel.checkpoint()
+        if refusal is not None:
+            return _error_result(refusal, call)
         text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         result = types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structuredContent=doc
@@ -1056,18 +1104,29 @@ def _preload() -> None:
     )
 
 
+def _end_on_signal(signum: int, frame: object) -> None:
+    """End the server now, on SIGINT or SIGTERM (it only reads: nothing is left half-done)."""
+    # A worker thread may be waiting for a lock and the stdin reader blocks in read(): an
+    # orderly shutdown would wait for both, so the process ends here (128 + signal number).
+    os._exit(128 + signum)
+
+
 def serve(call: Call) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin."""
+    """Serve MCP on stdin/stdout until the client closes stdin (or a SIGINT/SIGTERM)."""
+    import signal
+
     import anyio
-    from mcp.server.stdio import stdio_server
+
+    from hermes_cli.mcp_stdio import stdio_transport
 
     _preload()
     protocol = _protocol_stdout()
-    stdout = anyio.wrap_file(protocol)
     server = build_server(call)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _end_on_signal)
 
     async def main() -> None:
-        async with stdio_server(stdout=stdout) as (read_stream, write_stream):
+        async with stdio_transport(sys.stdin.buffer, protocol) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     try:

@@ -25,6 +25,7 @@ from clitools import child, load_sample
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from support.children import child_env, hermes_argv
+from support.mcp_raw import write_locked
 
 from hermes_cli.mcp_server import MAX_RESULT_BYTES
 from hermes_state import messages, sessions
@@ -234,7 +235,7 @@ def test_answers_are_bounded_in_bytes_and_continue_with_the_cursor(tmp_path: Pat
             "max_chars": 16000,
         }
         pages = [data(await s.call_tool("get_session", args))]
-        while pages[-1]["next_cursor"] is not None and len(pages) < 20:
+        while pages[-1]["next_cursor"] is not None and len(pages) < 40:
             pages.append(
                 data(await s.call_tool("get_session", {**args, "cursor": pages[-1]["next_cursor"]}))
             )
@@ -402,44 +403,6 @@ def test_a_store_that_disappears_mid_session_is_reported_then_found_again(tmp_pa
     for result in gone:
         assert error(result).startswith("Error (store_not_found)")
     assert data(back)["total"] == 12
-
-
-LOCKER = """
-import select, sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=5)
-if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
-    conn.execute("PRAGMA locking_mode=EXCLUSIVE")  # in WAL, only this keeps readers out
-conn.execute("BEGIN EXCLUSIVE")
-conn.execute("UPDATE sessions SET title = title WHERE id = ''")
-print("locked", flush=True)
-select.select([sys.stdin], [], [], float(sys.argv[2]))
-conn.execute("ROLLBACK")
-conn.close()
-"""
-
-
-@contextlib.contextmanager
-def write_locked(db: Path, seconds: float = 30.0) -> Any:
-    """Hold the store's write lock in another process (readers kept out) until the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LOCKER, str(db), str(seconds)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 15)
-        assert ready and proc.stdout.readline().strip() == "locked"
-        yield proc
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def test_a_locked_store_is_an_error_after_a_bounded_wait_never_a_hang(tmp_path: Path) -> None:
