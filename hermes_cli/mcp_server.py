@@ -575,6 +575,9 @@ def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
             archived=None if wanted["archived"] else False,
             complete=wanted["complete"],
             strict_sort="sort" in wanted,
+            # Redacted: a match inside a secret is no match (nor counted), or prefix probes
+            # would read a secret back one character at a time.
+            hide=redact.blank_secrets if call.redact else None,
         )
         page = hits[:limit]
         titles = vault_search.hit_titles(store, home, page)

@@ -344,6 +344,14 @@ def redact(text: str) -> str:
     return _apply(text, _match_spans(text))
 
 
+def blank_secrets(text: str) -> str:
+    """Return text with every secret the rules recognise replaced by one space (what a search
+    may match against, so no match reaches inside a secret)."""
+    if not isinstance(text, str) or not text:
+        return text
+    return _apply(text, [(start, end, " ") for start, end, _ in _match_spans(text)])
+
+
 def redact_fragment(text: str, *, cut_start: bool = False, cut_end: bool = False) -> str:
     """Redact a piece cut from a longer text; a secret's remains at a cut edge go too."""
     if not isinstance(text, str) or not text:

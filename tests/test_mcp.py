@@ -538,3 +538,38 @@ def test_other_commands_never_load_the_mcp_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60
     )
     assert proc.stderr.strip().splitlines()[-1] == "LOADED", proc.stderr
+
+
+def test_a_match_inside_a_redacted_secret_is_no_hit_and_not_counted(tmp_path: Path) -> None:
+    stripe = "sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    aws = "AKIA" + "IOSFODNN7EXAMPLE"
+    add_session(
+        "20261203_090000_oracle",
+        [
+            f"the billing key is {stripe} keep it safe",
+            f"aws_access_key_id = {aws}",
+            "plain words about billing",
+        ],
+    )
+    # Prefix probes (the next character of the secret), the whole secret, a piece of it found
+    # by substring (trigram), and an exclusion that would leave the message out.
+    probes = [f"{stripe[:12]}{c}*" for c in (stripe[12], "x", "q")] + [
+        f'"{stripe}"',
+        stripe[9:17],
+        f"{aws[:8]}*",
+        "billing -" + stripe[:14] + "*",
+        "keep safe",
+    ]
+
+    async def go(s: ClientSession) -> list[dict[str, Any]]:
+        return [data(await s.call_tool("search_messages", {"query": q})) for q in probes]
+
+    redacted = drive(tmp_path, go)
+    counted = [(r["matches"], len(r["hits"])) for r in redacted]
+    # Only the words outside secrets match: "billing" twice (the exclusion reaches no secret),
+    # "keep safe" once.
+    assert counted == [(0, 0)] * 6 + [(2, 2), (1, 1)], counted
+    assert stripe not in json.dumps(redacted)
+    shown = drive(tmp_path, go, "--no-redact")
+    assert [r["matches"] for r in shown][:4] == [1, 0, 0, 1]
+    assert shown[6]["matches"] == 1  # without redaction the exclusion does its work
