@@ -13,8 +13,10 @@ Each call runs in a worker thread and opens the profile's store the way every re
 (``stores.read_store``: read-only, never created, migrated or written), then closes it before
 answering: no read transaction outlives a call, so a gateway's writes never wait on the server,
 and a store that disappears or is locked is reported by the next call. Every answer is bounded:
-a count (``limit``) and a size (``MAX_RESULT_BYTES`` of JSON); ``next_cursor`` continues it.
-Secrets are redacted unless the server was started with ``--no-redact``.
+a count (``limit``) and a size (``MAX_RESULT_BYTES`` on the wire, the data and its text copy);
+``next_cursor`` continues it. Secrets are redacted unless the server was started with
+``--no-redact``: in everything it says (refusals too), and no search match reaches inside one.
+A refusal is an ``isError`` result in text (kind, message, hint) with no structured content.
 
 This module and its transport (``mcp_stdio``) are the only ones importing ``mcp``, and only once
 the command runs (start-up time).
@@ -1014,6 +1016,24 @@ def _error_result(exc: ToolError, call: Call) -> mcp_types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
 
+def _argument_problem(spec: ToolSpec, arguments: Mapping[str, Any]) -> ToolError | None:
+    """Return the refusal of arguments the tool's input schema does not allow (None: fine)."""
+    import jsonschema  # type: ignore[import-untyped]  # the SDK's own validator (mcp requires it)
+
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(spec.input_schema).iter_errors(arguments)
+    )
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path)
+    allowed = ", ".join(spec.input_schema["properties"])
+    return ToolError(
+        "bad_argument",
+        f"{where}: {error.message}" if where else error.message,
+        f"{spec.name} takes: {allowed} (see its inputSchema for types and limits).",
+    )
+
+
 def build_server(call: Call) -> Any:
     """Return the MCP server with its tools (an mcp.server.lowlevel.Server)."""
     import anyio
@@ -1045,8 +1065,10 @@ def build_server(call: Call) -> Any:
             for spec in TOOLS
         ]
 
-    @server.call_tool()  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    # The arguments are checked here, not by the SDK, so a bad one is refused like every other
+    # refusal: its kind, the message and a hint.
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         spec = by_name.get(name)
         if spec is None:
             return _error_result(
@@ -1057,6 +1079,10 @@ def build_server(call: Call) -> Any:
                 ),
                 call,
             )
+        problem = _argument_problem(spec, arguments or {})
+        if problem is not None:
+            return _error_result(problem, call)
+        arguments = arguments or {}
         started = time.perf_counter()
         refusal: ToolError | None = None
         try:

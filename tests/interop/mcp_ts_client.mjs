@@ -88,6 +88,9 @@ const scenarios = {
       bad_argument: ["search_messages", { query: "x", since: "the other day" }],
       bad_source: ["search_messages", { query: "x", sources: ["nowhere"] }],
       bad_model: ["get_usage", { models: ["no/such-model"] }],
+      bad_limit: ["search_messages", { query: "x", limit: 500 }],
+      unknown_argument: ["list_sessions", { lmit: 5 }],
+      missing_argument: ["get_session", {}],
       unknown_tool: ["drop_tables", {}],
     };
     const answers = {};

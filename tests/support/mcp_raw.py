@@ -34,6 +34,7 @@ class RawClient:
         self.lines: list[bytes] = []  # every line the server wrote, as it came
         self._buffer = b""
         self._next_id = 100
+        self._unclaimed: list[dict[str, Any]] = []  # replies read while waiting for another
 
     def send_bytes(self, data: bytes) -> None:
         """Write raw bytes (a line, or garbage) to the server."""
@@ -76,14 +77,21 @@ class RawClient:
         return line
 
     def reply(self, id_: int | None, timeout: float = 15.0) -> dict[str, Any]:
-        """Return the reply with this id (other lines are kept in lines); fail on a timeout."""
+        """Return the reply with this id, read now or earlier (answers to calls made together
+        come in any order); fail on a timeout."""
+        for at, message in enumerate(self._unclaimed):
+            if message["id"] == id_:
+                return dict(self._unclaimed.pop(at))
         deadline = time.monotonic() + timeout
         while True:
             line = self.read_line(max(0.0, deadline - time.monotonic()))
             assert line is not None, f"no reply to {id_} within {timeout} s"
             message = json.loads(line)
-            if "id" in message and message["id"] == id_:
+            if "id" not in message or "method" in message:
+                continue  # a notification or a request of the server's
+            if message["id"] == id_:
                 return dict(message)
+            self._unclaimed.append(message)
 
     def replies_to(self, id_: int) -> list[dict[str, Any]]:
         """Return every reply read so far to the request with this id."""
