@@ -333,6 +333,7 @@ def _session_flags(cols: set[str], archived: bool | None, pinned: bool | None) -
 
 
 SHOWN_FUNCTION = "hermes_matches_shown"
+_WORD_PIECES = re.compile(r"[^\W_]+")
 
 
 def _term_shown(term: Term, values: Sequence[str]) -> bool:
@@ -356,6 +357,14 @@ def shown_matches(
     tell what the hidden part holds).
     """
     wanted, exclusions = query.wanted(), query.exclusions()
+    # Every piece any term could match by (its words, or its folded text), for a cheap test
+    # of which values may hold a match at all (a superset of every route's matches).
+    pieces = {
+        piece
+        for t in [*exclusions, *(t for g in wanted.groups for t in g)]
+        for piece in (_WORD_PIECES.findall(fold(t.text)) or [fold(t.text)])
+        if piece
+    }
 
     def shown(*columns: object) -> int:
         values = []
@@ -366,7 +375,12 @@ def shown_matches(
                 if value.startswith(STRUCTURED_SENTINEL):
                     value = content_text(value, sep=" ")
                 values.append(value)
-        hidden = [hide(v) for v in values]
+        # A value holding no piece of a term needs no hiding (tool calls, often long, mostly
+        # hold none): nothing there can match, hidden or not.
+        hidden = []
+        for value in values:
+            folded = fold(value)
+            hidden.append(hide(value) if any(p in folded for p in pieces) else value)
         if hidden == values:
             return 1  # nothing hidden: the index's own match stands
         if any(_term_shown(t, hidden) for t in exclusions):
