@@ -57,17 +57,20 @@ class Rule:
     """One secret shape: the match (its group ``s`` when it has one) is replaced.
 
     The rule runs only on text holding one of its ``needles`` (a substring test costs next to
-    nothing; a regex scan of a long text does not).
+    nothing; a regex scan of a long text does not) and, when it has a ``gate``, where that
+    pattern (which starts with a literal, so its search is fast) is found: for shapes whose only
+    literal is a character most texts hold (``.``, ``-``).
     """
 
     kind: str
     pattern: re.Pattern[str]
     needles: tuple[str, ...]
+    gate: re.Pattern[str] | None = None
 
 
-def _rule(kind: str, pattern: str, *needles: str) -> Rule:
-    """Return a rule with its pattern compiled."""
-    return Rule(kind, re.compile(pattern), needles)
+def _rule(kind: str, pattern: str, *needles: str, gate: str | None = None) -> Rule:
+    """Return a rule with its pattern (and gate) compiled."""
+    return Rule(kind, re.compile(pattern), needles, re.compile(gate) if gate else None)
 
 
 def _starts(literal: str) -> str:
@@ -123,6 +126,7 @@ RULES: tuple[Rule, ...] = (
         "discord_bot_token",
         rf"\b[MNO][{_T}]{{23,27}}\.[{_T}]{{6}}\.[{_T}]{{27,40}}(?![{_T}])",
         ".",
+        gate=rf"\.[{_T}]{{6}}\.",
     ),
     _rule(
         "bearer_token",
@@ -133,7 +137,13 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule("basic_auth", r"Authorization:[ \t]*Basic[ \t]+(?P<s>[A-Za-z0-9+/]{8,}={0,2})", "Basic"),
     # Provider shapes (prefix, length and alphabet as each provider documents its keys).
-    _rule("mailgun_key", r"\bkey-[0-9a-f]{32}\b|\b[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}\b", "-"),
+    _rule("mailgun_key", r"\bkey-[0-9a-f]{32}\b", "key-"),
+    _rule(
+        "mailgun_key",
+        r"\b[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}\b",
+        "-",
+        gate=r"-[0-9a-f]{8}-[0-9a-f]{8}\b",
+    ),
     _rule("mailchimp_key", r"\b[0-9a-f]{32}-us[0-9]{1,2}\b", "-us"),
     _rule("shopify_token", r"\bshp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}\b", "shp"),
     _rule("databricks_token", r"\bdapi[0-9a-f]{32}(?:-[0-9])?\b", "dapi"),
@@ -344,6 +354,8 @@ def _match_spans(text: str) -> list[_Span]:
     # One flat pass of substring tests picks the rules worth a scan (most texts: none).
     for priority in sorted({i for needle, i in _NEEDLES if needle in text}):
         rule = RULES[priority]
+        if rule.gate is not None and rule.gate.search(text) is None:
+            continue
         secret_group = "s" if "s" in rule.pattern.groupindex else 0
         for m in rule.pattern.finditer(text):
             start, end = m.span(secret_group)
