@@ -7,16 +7,20 @@ Tools: ``search_messages`` (the search of `sessions search`, with its filters), 
 The vault (``<home>/vault/<YYYY>.db``, SPEC §21) is read as the CLI reads it: search_messages
 spans it unless ``live_only``, list_sessions only with ``vault=true``, get_session falls back
 to it for a session the live store lacks. Every hit and session says where it lives:
-``"vault"`` is its vault year ("2025") or null for the live store. get_usage keeps to live.
+``"vault"`` is its vault year ("2025") or null for the live store. get_usage counts the vault
+too, as `hermes usage` does (live_only leaves it out).
 
 Each call runs in a worker thread and opens the profile's store the way every read command does
 (``stores.read_store``: read-only, never created, migrated or written), then closes it before
 answering: no read transaction outlives a call, so a gateway's writes never wait on the server,
 and a store that disappears or is locked is reported by the next call. Every answer is bounded:
-a count (``limit``) and a size (``MAX_RESULT_BYTES`` of JSON); ``next_cursor`` continues it.
-Secrets are redacted unless the server was started with ``--no-redact``.
+a count (``limit``) and a size (``MAX_RESULT_BYTES`` on the wire, the data and its text copy);
+``next_cursor`` continues it. Secrets are redacted unless the server was started with
+``--no-redact``: in everything it says (refusals too), and no search match reaches inside one.
+A refusal is an ``isError`` result in text (kind, message, hint) with no structured content.
 
-This is the only module that imports ``mcp``, and only once the command runs (start-up time).
+This module and its transport (``mcp_stdio``) are the only ones importing ``mcp``, and only once
+the command runs (start-up time).
 """
 
 from __future__ import annotations
@@ -40,7 +44,10 @@ if TYPE_CHECKING:
     from hermes_state.connection import Store
 
 SERVER_NAME = "hermes"
-MAX_RESULT_BYTES = 64 * 1024  # of one answer's JSON (the text copy of it comes on top)
+MAX_RESULT_BYTES = 64 * 1024  # of one answer on the wire: its data and the text copy of it
+# What the items of a page may take of it; the rest is for the JSON-RPC envelope, the fixed
+# fields and the cursor.
+ITEMS_BUDGET = MAX_RESULT_BYTES - 2048
 DEFAULT_MAX_CHARS = 4000  # of one message field in get_session
 MAX_CHARS = 16_000
 TOOL_CALL_CHARS = 2000  # of one tool call's arguments
@@ -345,6 +352,12 @@ USAGE_INPUT = _object(
         "until": {**_WHEN, "description": "Only usage recorded before this. " + WHEN_TEXT},
         "sources": {**_TEXTS, "description": "Only usage of sessions from these sources."},
         "models": {**_TEXTS, "description": "Only usage of these models, as recorded."},
+        "live_only": {
+            "type": "boolean",
+            "default": False,
+            "description": "Count the live store only (leave out the vault's sessions, which "
+            "count by default).",
+        },
         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
         "cursor": _CURSOR,
     }
@@ -355,6 +368,11 @@ USAGE_OUTPUT = _loose(
         "by": {"type": "string"},
         "basis": _NULLABLE_TEXT,
         "totals": {"type": "object"},
+        "vault": {
+            "type": ["array", "null"],
+            "items": {"type": "string"},
+            "description": "The vault years counted in; null when live_only.",
+        },
         "groups": {"type": "array", "items": {"type": "object"}},
         "group_count": {"type": "integer"},
     }
@@ -436,15 +454,20 @@ def _cutoff(args: Mapping[str, Any], key: str) -> float | None:
 
 
 def _size(value: Any) -> int:
-    """Return the bytes value takes in an answer's JSON."""
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    """Return the bytes value takes in an answer on the wire: once as data, once inside the
+    text copy (a JSON string, where every quote, backslash and control character grows)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    as_string = json.dumps(text, ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass")) + len(
+        as_string.encode("utf-8", "surrogatepass")
+    )
 
 
-def _within_budget(items: list[dict[str, Any]], budget: int = MAX_RESULT_BYTES) -> int:
+def _within_budget(items: list[dict[str, Any]], budget: int = ITEMS_BUDGET) -> int:
     """Return how many of items fit in budget bytes (at least one, so a page always moves)."""
     used = 0
     for n, item in enumerate(items):
-        used += _size(item) + 1
+        used += _size(item) + 2  # the comma, in the data and in its text copy
         if used > budget and n:
             return n
     return len(items)
@@ -535,7 +558,7 @@ def _redacted_hit(hit: dict[str, Any]) -> dict[str, Any]:
 def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer search_messages: one page of hits, and how they were found."""
     from hermes_cli import records
-    from hermes_state import search, vault_search
+    from hermes_state import redact, search, vault_search
 
     wanted = _normalized(args, SEARCH_INPUT)
     offset = read_cursor("search_messages", wanted, args.get("cursor")) or 0
@@ -566,18 +589,25 @@ def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
             archived=None if wanted["archived"] else False,
             complete=wanted["complete"],
             strict_sort="sort" in wanted,
+            # Redacted: a match inside a secret is no match (nor counted), or prefix probes
+            # would read a secret back one character at a time.
+            hide=redact.blank_secrets if call.redact else None,
         )
         page = hits[:limit]
         titles = vault_search.hit_titles(store, home, page)
     # Each hit's "vault" is its vault year, None (null) for the live store.
     shaped = [records.hit(h, titles.get(h["session_id"])) for h in page]
+    notes = [f"{w.message}; {w.hint}" for w in search.query_warnings(query)]
+    echoed = query
     if call.redact:
         shaped = [_redacted_hit(h) for h in shaped]
-    kept = _within_budget(shaped)
+        # Everything the server says is redacted, the query it repeats and its notes too.
+        echoed, notes = redact.redact(query), [redact.redact(n) for n in notes]
+    kept = _within_budget(shaped, ITEMS_BUDGET - _size([echoed, notes]))
     more = kept < len(shaped) or len(hits) > limit
     return {
         "profile": _profile(),
-        "query": query,
+        "query": echoed,
         "ordering": hits.ordering,
         "route": hits.route,
         "partial": hits.partial,
@@ -590,7 +620,7 @@ def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
         "matches": hits.matches,
         "sessions": hits.sessions,
         "complete": hits.complete,
-        "notes": [f"{w.message}; {w.hint}" for w in search.query_warnings(query)],
+        "notes": notes,
         "hits": shaped[:kept],
         "next_cursor": make_cursor("search_messages", wanted, offset + kept) if more else None,
         "redacted": call.redact,
@@ -768,6 +798,19 @@ def _page_of_messages(
     return found, after_id  # examined its share of rows: the next page goes on from here
 
 
+def _fitted_message(
+    msg: Mapping[str, Any], wanted: Mapping[str, Any], call: Call, budget: int
+) -> dict[str, Any]:
+    """Return a message too large for a page alone, its fields cut shorter until it fits (or
+    to 100 characters each); truncated names every field cut and its full length."""
+    limit = wanted["max_chars"]
+    shaped = _message(msg, wanted, call)
+    while _size(shaped) > budget and limit > 100:
+        limit = max(100, limit // 2)
+        shaped = _message(msg, {**wanted, "max_chars": limit}, call)
+    return shaped
+
+
 def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer get_session: the session's metadata and one page of its transcript."""
     from hermes_cli import records, vault
@@ -791,8 +834,11 @@ def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
     }
     if call.redact:
         head["title"] = redact.redact(head["title"])
+    budget = ITEMS_BUDGET - _size(head)
     shaped = [_message(m, wanted, call) for m in rows]
-    kept = _within_budget(shaped, MAX_RESULT_BYTES - _size(head))
+    kept = _within_budget(shaped, budget)
+    if kept == 1 and _size(shaped[0]) > budget:
+        shaped[0] = _fitted_message(rows[0], wanted, call, budget)
     if kept < len(shaped):
         resume_after = shaped[kept - 1]["id"]
     return {
@@ -811,13 +857,17 @@ def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
 # --- get_usage ------------------------------------------------------------------------------
 
 
-def _check_models(store: Store, models: tuple[str, ...]) -> None:
-    """Refuse a model no usage is recorded for, naming the ones that have usage."""
-    from hermes_state import usage_report
+def _check_models(store: Store, models: tuple[str, ...], *, vaulted: bool = False) -> None:
+    """Refuse a model no usage is recorded for (in the vault too, vaulted), naming the ones
+    that have usage."""
+    from hermes_state import profile_stores, usage_report
 
     if not models:
         return
-    have = usage_report.models_with_usage(store)
+    if vaulted:
+        have = profile_stores.sources_and_models(store, store.path.parent, store.waiting)[1]
+    else:
+        have = usage_report.models_with_usage(store)
     unknown = [m for m in models if m not in have]
     if unknown:
         listed = ", ".join(have) if have else "none yet"
@@ -831,7 +881,7 @@ def _check_models(store: Store, models: tuple[str, ...]) -> None:
 def get_usage(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer get_usage: tokens, API calls and cost, totalled and per group (one page of them)."""
     from hermes_cli.usage import usage_document
-    from hermes_state import redact, usage_report
+    from hermes_state import profile_stores, redact, usage_report
 
     wanted = _normalized(args, USAGE_INPUT)
     offset = read_cursor("get_usage", wanted, args.get("cursor")) or 0
@@ -847,17 +897,23 @@ def get_usage(args: dict[str, Any], call: Call) -> dict[str, Any]:
             f"since: {wanted['since']!r} is not before until {wanted['until']!r}",
             "Nothing can be in between; give an earlier since or a later until.",
         )
+    vaulted = not wanted["live_only"]
     with _open() as store:
-        _check_sources(store, list(flt.sources))
-        _check_models(store, flt.models)
-        report = usage_report.usage_report(store, wanted["by"], flt)
+        _check_sources(store, list(flt.sources), vaulted=vaulted)
+        _check_models(store, flt.models, vaulted=vaulted)
+        if vaulted:  # as `hermes usage`: the live store and every vault year
+            report = profile_stores.usage_across(
+                store, store.path.parent, wanted["by"], flt, waiting=store.waiting
+            )
+        else:
+            report = usage_report.usage_report(store, wanted["by"], flt)
     # The document of `hermes usage --json`, its groups paged.
     document = usage_document(report, _profile(), wanted["by"], flt)
     groups = document["groups"]
     page = groups[offset : offset + wanted["limit"]]
     if call.redact:
         page = [{**g, "title": redact.redact(g["title"])} if g.get("title") else g for g in page]
-    kept = _within_budget(page)
+    kept = _within_budget(page, ITEMS_BUDGET - _size({**document, "groups": []}))
     more = offset + kept < len(groups)
     return {
         **document,
@@ -912,7 +968,8 @@ TOOLS: tuple[ToolSpec, ...] = (
         "Tokens (input, output, cache, reasoning), API calls and cost, as `hermes usage`: "
         "totals and one row per day, week, month, model, provider, task, source or session "
         "(costliest first; periods oldest first). A cost nobody recorded is null (unknown), "
-        "never 0; unknown_cost_count says how many records lack one.",
+        "never 0; unknown_cost_count says how many records lack one. Vaulted sessions count "
+        "(live_only=true leaves them out; vault lists the years counted).",
         USAGE_INPUT,
         USAGE_OUTPUT,
         get_usage,
@@ -960,21 +1017,50 @@ def _bug(spec: ToolSpec, exc: Exception) -> ToolError:
     return ToolError("internal_error", f"{spec.name} failed: {exc}", "This is a bug of hermes.")
 
 
-def _error_result(exc: ToolError) -> mcp_types.CallToolResult:
-    """Return a refused call as an MCP tool error (isError), in text and as data."""
+def _error_result(exc: ToolError, call: Call) -> mcp_types.CallToolResult:
+    """Return a refused call as an MCP tool error (isError) in text: kind, message and hint.
+
+    No structured content: clients (the TypeScript SDK, Inspector) check it against the
+    tool's output schema, which describes answers, and would drop the refusal with its hint.
+    """
     from mcp import types
 
+    from hermes_state import redact
+
     text = f"Error ({exc.kind}): {exc.message}" + (f"\nHint: {exc.hint}" if exc.hint else "")
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)],
-        structuredContent={"error": exc.kind, "message": exc.message, "hint": exc.hint},
-        isError=True,
+    if call.redact:
+        # A message can quote stored text or another process's command line (a lock holder's,
+        # cut at 80 characters with "…": what is left of a secret before a cut goes too).
+        pieces = text.split("…")
+        text = "…".join(
+            redact.redact_fragment(piece, cut_end=n < len(pieces) - 1)
+            for n, piece in enumerate(pieces)
+        )
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+
+
+def _argument_problem(spec: ToolSpec, arguments: Mapping[str, Any]) -> ToolError | None:
+    """Return the refusal of arguments the tool's input schema does not allow (None: fine)."""
+    import jsonschema  # type: ignore[import-untyped]  # the SDK's own validator (mcp requires it)
+
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(spec.input_schema).iter_errors(arguments)
+    )
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path)
+    allowed = ", ".join(spec.input_schema["properties"])
+    return ToolError(
+        "bad_argument",
+        f"{where}: {error.message}" if where else error.message,
+        f"{spec.name} takes: {allowed} (see its inputSchema for types and limits).",
     )
 
 
 def build_server(call: Call) -> Any:
     """Return the MCP server with its tools (an mcp.server.lowlevel.Server)."""
     import anyio
+    import anyio.lowlevel
     import anyio.to_thread
     from mcp import types
     from mcp.server.lowlevel import Server
@@ -1002,8 +1088,10 @@ def build_server(call: Call) -> Any:
             for spec in TOOLS
         ]
 
-    @server.call_tool()  # type: ignore[untyped-decorator]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    # The arguments are checked here, not by the SDK, so a bad one is refused like every other
+    # refusal: its kind, the message and a hint.
+    @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+    async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
         spec = by_name.get(name)
         if spec is None:
             return _error_result(
@@ -1011,15 +1099,27 @@ def build_server(call: Call) -> Any:
                     "unknown_tool",
                     f"no tool is named {name!r}",
                     f"The tools: {', '.join(by_name)}.",
-                )
+                ),
+                call,
             )
+        problem = _argument_problem(spec, arguments or {})
+        if problem is not None:
+            return _error_result(problem, call)
+        arguments = arguments or {}
         started = time.perf_counter()
+        refusal: ToolError | None = None
         try:
             doc = await anyio.to_thread.run_sync(
                 functools.partial(run_tool, spec, dict(arguments), call), limiter=limiter
             )
         except ToolError as exc:
-            return _error_result(exc)
+            refusal = exc
+        # The worker is done: yield to the loop once. A cancel that came meanwhile (the SDK has
+        # answered it already) ends this handler here; a second answer would meet the SDK's
+        # "Request already responded to" assertion, which stops the server.
+        await anyio.lowlevel.checkpoint()
+        if refusal is not None:
+            return _error_result(refusal, call)
         text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         result = types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structuredContent=doc
@@ -1056,18 +1156,29 @@ def _preload() -> None:
     )
 
 
+def _end_on_signal(signum: int, frame: object) -> None:
+    """End the server now, on SIGINT or SIGTERM (it only reads: nothing is left half-done)."""
+    # A worker thread may be waiting for a lock and the stdin reader blocks in read(): an
+    # orderly shutdown would wait for both, so the process ends here (128 + signal number).
+    os._exit(128 + signum)
+
+
 def serve(call: Call) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin."""
+    """Serve MCP on stdin/stdout until the client closes stdin (or a SIGINT/SIGTERM)."""
+    import signal
+
     import anyio
-    from mcp.server.stdio import stdio_server
+
+    from hermes_cli.mcp_stdio import stdio_transport
 
     _preload()
     protocol = _protocol_stdout()
-    stdout = anyio.wrap_file(protocol)
     server = build_server(call)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _end_on_signal)
 
     async def main() -> None:
-        async with stdio_server(stdout=stdout) as (read_stream, write_stream):
+        async with stdio_transport(sys.stdin.buffer, protocol) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     try:

@@ -22,6 +22,7 @@ like a sha256 or a git SHA, which must survive).
 from __future__ import annotations
 
 import json
+import keyword
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -56,17 +57,20 @@ class Rule:
     """One secret shape: the match (its group ``s`` when it has one) is replaced.
 
     The rule runs only on text holding one of its ``needles`` (a substring test costs next to
-    nothing; a regex scan of a long text does not).
+    nothing; a regex scan of a long text does not) and, when it has a ``gate``, where that
+    pattern (which starts with a literal, so its search is fast) is found: for shapes whose only
+    literal is a character most texts hold (``.``, ``-``).
     """
 
     kind: str
     pattern: re.Pattern[str]
     needles: tuple[str, ...]
+    gate: re.Pattern[str] | None = None
 
 
-def _rule(kind: str, pattern: str, *needles: str) -> Rule:
-    """Return a rule with its pattern compiled."""
-    return Rule(kind, re.compile(pattern), needles)
+def _rule(kind: str, pattern: str, *needles: str, gate: str | None = None) -> Rule:
+    """Return a rule with its pattern (and gate) compiled."""
+    return Rule(kind, re.compile(pattern), needles, re.compile(gate) if gate else None)
 
 
 def _starts(literal: str) -> str:
@@ -81,7 +85,7 @@ def _starts(literal: str) -> str:
 RULES: tuple[Rule, ...] = (
     _rule(
         "private_key",
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?=\s|\\[nr]|[A-Za-z0-9+/])[\s\S]*?"
         r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
         "PRIVATE KEY",
     ),
@@ -122,6 +126,7 @@ RULES: tuple[Rule, ...] = (
         "discord_bot_token",
         rf"\b[MNO][{_T}]{{23,27}}\.[{_T}]{{6}}\.[{_T}]{{27,40}}(?![{_T}])",
         ".",
+        gate=rf"\.[{_T}]{{6}}\.",
     ),
     _rule(
         "bearer_token",
@@ -131,6 +136,74 @@ RULES: tuple[Rule, ...] = (
         "Authorization",
     ),
     _rule("basic_auth", r"Authorization:[ \t]*Basic[ \t]+(?P<s>[A-Za-z0-9+/]{8,}={0,2})", "Basic"),
+    # Provider shapes (prefix, length and alphabet as each provider documents its keys).
+    _rule("mailgun_key", r"\bkey-[0-9a-f]{32}\b", "key-"),
+    _rule(
+        "mailgun_key",
+        r"\b[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{8}\b",
+        "-",
+        gate=r"-[0-9a-f]{8}-[0-9a-f]{8}\b",
+    ),
+    _rule("mailchimp_key", r"\b[0-9a-f]{32}-us[0-9]{1,2}\b", "-us"),
+    _rule("shopify_token", r"\bshp(?:at|ca|pa|ss)_[0-9a-fA-F]{32}\b", "shp"),
+    _rule("databricks_token", r"\bdapi[0-9a-f]{32}(?:-[0-9])?\b", "dapi"),
+    _rule("digitalocean_token", r"\bdo[opr]_v1_[0-9a-f]{64}\b", "_v1_"),
+    _rule("vault_token", rf"\bhv[sbr]\.[{_T}]{{24,}}", "hvs.", "hvb.", "hvr."),
+    _rule("tailscale_key", r"\btskey-(?:[a-z]+-)?[A-Za-z0-9]{6,}-[A-Za-z0-9]{10,}", "tskey-"),
+    _rule("linear_key", r"\blin_(?:api_[A-Za-z0-9]{40}|oauth_[0-9a-f]{64})\b", "lin_"),
+    _rule(
+        "square_token",
+        rf"\bsq0(?:atp|csp|idp)-[{_T}]{{22,}}|\bEAAA[{_T}]{{60}}(?![{_T}])",
+        "sq0",
+        "EAAA",
+    ),
+    _rule("age_secret_key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}", "AGE-SECRET-KEY-"),
+    _rule("twilio_key", r"\bSK[0-9a-f]{32}\b", "SK"),
+    _rule("azure_sas", r"[?&;]sig=(?P<s>[A-Za-z0-9%+/=]{20,})", "sig="),
+    _rule("docker_auth", r'"auth"[ \t]*:[ \t]*"(?P<s>[A-Za-z0-9+/]{8,}={0,2})"', '"auth"'),
+    # Headers named for a key or token, anywhere (inside a curl command, a log line).
+    _rule(
+        "api_key",
+        r"(?i:\b(?:x-[a-z0-9-]*?(?:api-?key|token|secret|auth)|api-?key|private-token))"
+        r"[ \t]*:[ \t]*(?P<s>(?=[^\s'\"]*[0-9])[^\s'\"]{8,})",
+        "-key",
+        "-Key",
+        "-KEY",
+        "oken",
+        "OKEN",
+        "ecret",
+        "uth",
+    ),
+    # Passwords on command lines: `mysql -pSECRET`, `sshpass -p SECRET`, `curl -u user:SECRET`,
+    # `docker login -p SECRET`, and `--password SECRET` (the `=` forms are assignments).
+    _rule(
+        "password",
+        r"\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]*?[ \t]-p"
+        r"['\"]?(?P<s>[^\s'\"`-][^\s'\"`]*)",
+        "mysql",
+        "mariadb",
+    ),
+    _rule(
+        "password",
+        r"\bsshpass\b[^\n|;&]*?[ \t]-p[ \t]*['\"]?(?P<s>[^\s'\"`-][^\s'\"`]*)",
+        "sshpass",
+    ),
+    _rule(
+        "password",
+        r"\bcurl\b[^\n|;&]*?[ \t](?:-u|--user)[ \t=]*['\"]?[^\s:'\"]+:(?P<s>[^\s'\"`@]+)",
+        "curl",
+    ),
+    _rule(
+        "password",
+        r"\blogin\b[^\n|;&]*?[ \t](?:-p|--password)[ \t]+['\"]?(?P<s>[^\s'\"`-][^\s'\"`]*)",
+        "login",
+    ),
+    _rule(
+        "password",
+        r"[ \t]--(?:password|passwd|pass|secret|client-secret|token|api-key|apikey|access-token"
+        r"|auth-token)[ \t]+['\"]?(?P<s>(?=[^\s'\"]*[0-9])[^\s'\"`-][^\s'\"`]*)",
+        "--",
+    ),
 )
 
 # Every needle with the rule it belongs to (for one flat pass of substring tests).
@@ -142,18 +215,35 @@ _NEEDLES = tuple((needle, i) for i, rule in enumerate(RULES) for needle in rule.
 # lower-cased, then read in the text itself.
 _SECRET_WORD = re.compile(
     r"(?:password|passwd|passphrase|secret|token|api[_-]?key|apikey|access[_-]?key"
-    r"|private[_-]?key|auth[_-]?key|credentials?)(?![a-z0-9_])"
+    r"|private[_-]?key|auth[_-]?key|credentials?"
+    r"|(?:secret|account|signing|encryption|master|app)[_-]?key"
+    r"|(?<![a-z0-9])(?:pass|pw))(?![a-z0-9_])"
 )
 _SECRET_WORD_ANY_CASE = re.compile(_SECRET_WORD.pattern, re.IGNORECASE)
-_WORD_NEEDLES = ("pass", "secret", "token", "key", "credential")
+_WORD_NEEDLES = ("pass", "secret", "token", "key", "credential", "pw")
 _ASSIGN = re.compile(r"(?:\\?[\"'])?[ \t]*(?P<op>[:=])(?!=)[ \t]*(?P<quote>\\?[\"'])?")
 _QUOTED_VALUE = re.compile(r"[^\"'\\\n]{1,512}(?=\\?[\"'])")
-_BARE_VALUE = re.compile(r"[^\s&;,'\"<>()\[\]{}\\]{1,512}")
+# `&` ends a value only where a URL's next parameter (`&name=`) starts: `Tr0ub4dor&3` is whole.
+_BARE_VALUE = re.compile(r"(?:[^\s&;,'\"`<>()\[\]{}\\]|&(?![A-Za-z_][\w.-]*=)){1,512}")
+# `name: value` inside a line (prose, a log) counts when the value reads like a secret: six or
+# more characters with a digit or a symbol; a type name after it (`token: str`) is code.
+_INLINE_VALUE = re.compile(r"(?=\S{6})\S*[^A-Za-z_\s]")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `password: SecretStr`, `access_token: str` on a line of their own: annotations, not values.
+_TYPE_NAME = re.compile(
+    r"str|int|bytes|bool|float|dict|list|tuple|set|object|Any|None"
+    r"|(?:[A-Z][A-Z0-9]*[a-z]+[0-9]*){2,}"  # SecretStr, Ed25519PrivateKey, PKCS7PrivateKeyTypes
+)
+# The targets of a tuple assignment before the name (`user, pw = ...` in code).
+_TUPLE_TARGETS = re.compile(r"[ \t]*(?:[A-Za-z_][\w.]*[ \t]*,[ \t]*)+")
+# A command-line or header value that stands for one (`-p PASSWORD`, `--token TOKEN`).
+_PLACEHOLDER_WORD = re.compile(r"[A-Z][A-Z_]*")
 _LINE_END = re.compile(r"[ \t]*(?:\r?\n|\Z)")
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 # A value that names or stands for a secret instead of being one.
 _NOT_A_VALUE = re.compile(
-    r"(?i:null|none|nil|true|false|undefined|\**|x+|\.\.\.|…)$|[$%<{*\[]|\\?[\"']",
+    r"(?i:null|none|nil|true|false|undefined|[:*•]*|x+|\.\.\.|…"
+    r"|pass|password|passwd|pwd|secret|token)$|[$%<{*\[]|\\?[\"']",
 )
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _WORD_KIND = (("pass", "password"), ("secret", "secret"), ("token", "token"), ("key", "api_key"))
@@ -210,15 +300,21 @@ def _assignment_spans(text: str) -> list[tuple[int, int, int, str]]:
             continue
         name_at = _name_start(text, word.start())
         if assign.group("op") == ":" and not quoted:
-            # `name: value` counts as a line of its own only (not `token: str = None`).
+            # `name: value` counts as a line of its own (not `token: str = None`), or inside a
+            # line when the value reads like a secret.
             line_at = text.rfind("\n", 0, name_at) + 1
-            if text[line_at:name_at].strip(" \t-") or not _LINE_END.match(text, value.end()):
+            own_line = not text[line_at:name_at].strip(" \t-") and _LINE_END.match(
+                text, value.end()
+            )
+            if not own_line and not _INLINE_VALUE.match(value.group()):
                 continue
+        if _TUPLE_TARGETS.fullmatch(text, text.rfind("\n", 0, name_at) + 1, name_at):
+            continue
         kind = _assignment_kind(
             text[name_at : word.end()],
             word.group().lower(),
             value.group(),
-            text[value.end() : value.end() + 1],
+            "" if quoted else text[value.end() : value.end() + 1],
         )
         if kind is not None:
             spans.append((value.start(), value.end(), len(RULES), PLACEHOLDER.format(kind=kind)))
@@ -229,8 +325,21 @@ def _assignment_kind(name: str, word: str, value: str, after: str) -> str | None
     """Return the kind an assigned value is redacted as, or None when it is not a secret."""
     if _NOT_A_VALUE.match(value):
         return None
-    # Code, not a value: `api_key=os.getenv(...)`, `token=self.token`, `password=password`.
-    if after in ("(", "[") or _DOTTED.fullmatch(value) or value.lower() == name.lower().lstrip("-"):
+    # Code, not a value: `api_key=os.getenv(...)`, `token=self.token`, `password=password`,
+    # `self.password = password`, `token = access_token`.
+    # A prefixed string literal (b"", f"...", r"..."), a type, a small number, one character.
+    if after in ("(", "[", '"', "'") or _DOTTED.fullmatch(value) or _TYPE_NAME.fullmatch(value):
+        return None
+    if len(value) < 2 or (value.isdigit() and len(value) < 6):
+        return None
+    # A variable: `self._credential = credential`, `signing_key = key`, `x = _creds`.
+    last = name.lower().lstrip("-").rsplit(".", 1)[-1].strip("_")
+    if _IDENTIFIER.fullmatch(value) and (
+        value.startswith("_")
+        or "_" in value.strip("_")
+        or value.lower() in last
+        or keyword.iskeyword(value)
+    ):
         return None
     for stem, kind in _WORD_KIND:
         if stem in word:
@@ -245,10 +354,14 @@ def _match_spans(text: str) -> list[_Span]:
     # One flat pass of substring tests picks the rules worth a scan (most texts: none).
     for priority in sorted({i for needle, i in _NEEDLES if needle in text}):
         rule = RULES[priority]
+        if rule.gate is not None and rule.gate.search(text) is None:
+            continue
         secret_group = "s" if "s" in rule.pattern.groupindex else 0
         for m in rule.pattern.finditer(text):
             start, end = m.span(secret_group)
-            if rule.kind == "url_password" and _NOT_A_VALUE.match(m.group(secret_group)):
+            if secret_group == "s" and (
+                _NOT_A_VALUE.match(m.group("s")) or _PLACEHOLDER_WORD.fullmatch(m.group("s"))
+            ):
                 continue
             found.append((start, end, priority, PLACEHOLDER.format(kind=rule.kind)))
     found += _assignment_spans(text)
@@ -273,7 +386,7 @@ def _looks_random(token: str) -> bool:
     upper = any(c.isupper() for c in core)
     lower = any(c.islower() for c in core)
     digit = any(c.isdigit() for c in core)
-    return (upper and lower and digit) or (upper and digit and not lower and len(core) >= 16)
+    return (upper and lower and digit) or (upper and digit and not lower)
 
 
 def _head_end(text: str) -> int:
@@ -342,6 +455,14 @@ def redact(text: str) -> str:
     if not isinstance(text, str) or not text:
         return text
     return _apply(text, _match_spans(text))
+
+
+def blank_secrets(text: str) -> str:
+    """Return text with every secret the rules recognise replaced by one space (what a search
+    may match against, so no match reaches inside a secret)."""
+    if not isinstance(text, str) or not text:
+        return text
+    return _apply(text, [(start, end, " ") for start, end, _ in _match_spans(text)])
 
 
 def redact_fragment(text: str, *, cut_start: bool = False, cut_end: bool = False) -> str:
@@ -464,8 +585,22 @@ def _redact_json_text(text: str) -> str:
     return redact(text)
 
 
+def _key_kind(key: str, value: str) -> str | None:
+    """Return the kind a JSON object's string value is redacted as for its key (`"password"`,
+    `"api_key"`, `"client_secret"`, docker's `"auth"`), or None when the key names no secret
+    or the value is none (a placeholder, a reference)."""
+    lowered = key.lower()
+    if lowered == "auth":
+        return None if _NOT_A_VALUE.match(value) or not value else "docker_auth"
+    word = _SECRET_WORD.search(lowered)
+    if word is None or word.end() != len(lowered) or not value:
+        return None
+    return _assignment_kind(key, word.group(), value, "")
+
+
 def redact_value(value: Any) -> Any:
-    """Return a JSON value with every string in it redacted (object keys are kept)."""
+    """Return a JSON value with every string in it redacted (object keys are kept; the string
+    value of a key that names a secret goes whole)."""
     if isinstance(value, str):
         if value.startswith(STRUCTURED_SENTINEL):
             inner = _redact_json_text(value[len(STRUCTURED_SENTINEL) :])
@@ -476,7 +611,11 @@ def redact_value(value: Any) -> Any:
     if isinstance(value, list):
         return [redact_value(v) for v in value]
     if isinstance(value, dict):
-        return {k: redact_value(v) for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            kind = _key_kind(k, v) if isinstance(k, str) and isinstance(v, str) else None
+            out[k] = PLACEHOLDER.format(kind=kind) if kind is not None else redact_value(v)
+        return out
     return value
 
 

@@ -60,7 +60,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from hermes_state import cjk, fts, schema
-from hermes_state.content import content_text
+from hermes_state.content import STRUCTURED_SENTINEL, content_text
 from hermes_state.errors import SortUnavailableError, is_corruption_error, is_lock_error
 from hermes_state.query import (
     MAX_QUERY_CHARS as MAX_QUERY_CHARS,
@@ -69,6 +69,8 @@ from hermes_state.query import (
     QueryProblem as QueryProblem,
     Term,
     exclusion_sql,
+    fold,
+    has_words,
     parse_query as parse_query,
     query_like,
     query_problem as query_problem,
@@ -328,6 +330,66 @@ def _session_flags(cols: set[str], archived: bool | None, pinned: bool | None) -
         elif wanted:
             conds.append("0")  # a layout without the column has no such sessions
     return conds
+
+
+SHOWN_FUNCTION = "hermes_matches_shown"
+_WORD_PIECES = re.compile(r"[^\W_]+")
+
+
+def _term_shown(term: Term, values: Sequence[str]) -> bool:
+    """Tell whether a term matches one of values: as words (as the word index reads them), or
+    as folded text where it has CJK or no word at all."""
+    if term.searchable and not cjk.cjk_runs(term.text):
+        return bool(has_words(term.text, int(term.prefix), *values))
+    folded = fold(term.text)
+    return any(folded in fold(v) for v in values)
+
+
+def shown_matches(
+    conn: sqlite3.Connection, query: Query, filters: _Filters, hide: Callable[[str], str]
+) -> tuple[Query, _Filters]:
+    """Return the query to route and the filters that keep a message only where its match
+    survives hide (text with the parts no match may reach blanked out, e.g. secrets).
+
+    Candidates come from the query's wanted terms; each is then checked in Python on its text
+    after hide: some OR-group with every term there, and no exclusion there (an exclusion that
+    matched only inside a hidden part must not leave the message out either: that too would
+    tell what the hidden part holds).
+    """
+    wanted, exclusions = query.wanted(), query.exclusions()
+    # Every piece any term could match by (its words, or its folded text), for a cheap test
+    # of which values may hold a match at all (a superset of every route's matches).
+    pieces = {
+        piece
+        for t in [*exclusions, *(t for g in wanted.groups for t in g)]
+        for piece in (_WORD_PIECES.findall(fold(t.text)) or [fold(t.text)])
+        if piece
+    }
+
+    def shown(*columns: object) -> int:
+        values = []
+        for value in columns:
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str) and value:
+                if value.startswith(STRUCTURED_SENTINEL):
+                    value = content_text(value, sep=" ")
+                values.append(value)
+        # A value holding no piece of a term needs no hiding (tool calls, often long, mostly
+        # hold none): nothing there can match, hidden or not.
+        hidden = []
+        for value in values:
+            folded = fold(value)
+            hidden.append(hide(value) if any(p in folded for p in pieces) else value)
+        if hidden == values:
+            return 1  # nothing hidden: the index's own match stands
+        if any(_term_shown(t, hidden) for t in exclusions):
+            return 0
+        return int(any(all(_term_shown(t, hidden) for t in g) for g in wanted.groups))
+
+    conn.create_function(SHOWN_FUNCTION, 3, shown)
+    check = f"{SHOWN_FUNCTION}(m.content, m.tool_name, m.tool_calls)"
+    return wanted, replace(filters, sql=f"({filters.sql}) AND {check}", narrows=True)
 
 
 def _indexes_of(store: Store) -> _Indexes:
@@ -1155,6 +1217,7 @@ def search_messages(
     context: bool = True,
     complete: bool = False,
     strict_sort: bool = False,
+    hide: Callable[[str], str] | None = None,
 ) -> SearchResult:
     """Search message text; return hits (dicts with HIT_KEYS) and how they were found.
 
@@ -1163,7 +1226,8 @@ def search_messages(
     archived / pinned. ``context=False`` leaves each hit's context empty (saves two lookups a
     hit). ``complete=True`` lifts the work budget: every candidate is examined and every match
     ranked. ``strict_sort=True`` raises SortUnavailableError rather than return unranked hits
-    for sort="rank".
+    for sort="rank". ``hide`` (text -> text with parts blanked out, such as secrets) keeps only
+    messages whose match lies outside those parts, and counts only them (see shown_matches).
     """
     if sort not in SORTS:
         sort = "rank"
@@ -1186,6 +1250,8 @@ def search_messages(
     need = offset + limit
     with store.snapshot() as conn:
         register_functions(conn)
+        if hide is not None:
+            parsed, filters = shown_matches(conn, parsed, filters, hide)
         idx = _indexes_of(store)
         with _Budget(conn, None if complete else SEARCH_BUDGET_STEPS) as budget:
             found = _find(

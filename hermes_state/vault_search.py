@@ -480,6 +480,7 @@ def search_spanning(
     context: bool = True,
     complete: bool = False,
     strict_sort: bool = False,
+    hide: Callable[[str], str] | None = None,
 ) -> search.SearchResult:
     """Search the live store and (``vaulted``) every vault store as one; each hit gets
     ``"vault"``: its vault year, or None for the live store.
@@ -507,6 +508,7 @@ def search_spanning(
             context=context,
             complete=complete,
             strict_sort=strict_sort,
+            hide=hide,
         )
     if sort not in search.SORTS:
         sort = "rank"
@@ -524,16 +526,19 @@ def search_spanning(
     }
     need = offset + limit
     with contextlib.ExitStack() as stack:
-        parts = [_open_part(stack, None, live, live, parsed, kwargs, archived, pinned)]
+        flags = (archived, pinned)
+        parts = [_open_part(stack, None, live, live, parsed, kwargs, *flags, hide=hide)]
         if paths:
             for year, path in reversed(paths):
                 store = stack.enter_context(
                     contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting))
                 )
-                part = _open_part(stack, year, store, live, parsed, kwargs, archived, pinned)
+                part = _open_part(stack, year, store, live, parsed, kwargs, *flags, hide=hide)
                 # A store of year Y holds no message sent after Y: --since may rule it out.
                 part.walks = after is None or float(after) < _year_end(year)
                 parts.append(part)
+        if hide is not None:
+            parsed = parsed.wanted()  # exclusions: checked with the hidden parts blanked out
         _find_all(parts, parsed, sort, need, complete)
         return _merge(parts, parsed, sort, need, offset, complete, strict_sort, context)
 
@@ -547,11 +552,16 @@ def _open_part(
     kwargs: dict[str, Any],
     archived: bool | None,
     pinned: bool | None,
+    *,
+    hide: Callable[[str], str] | None = None,
 ) -> _Part:
-    """Open a read snapshot of one store and prepare its filters and routes."""
+    """Open a read snapshot of one store and prepare its filters and routes (hide: as
+    search_messages has it)."""
     conn = stack.enter_context(store.snapshot())
     register_functions(conn)
     filters = search._filters(store, archived=archived, pinned=pinned, **kwargs)
+    if hide is not None:
+        query, filters = search.shown_matches(conn, query, filters, hide)
     idx = search._indexes_of(store)
     # A vault store's routes are built again with its hidden sessions when it is walked
     # (_ready); these give how many there are.

@@ -25,6 +25,7 @@ from clitools import child, load_sample
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 from support.children import child_env, hermes_argv
+from support.mcp_raw import write_locked
 
 from hermes_cli.mcp_server import MAX_RESULT_BYTES
 from hermes_state import messages, sessions
@@ -234,7 +235,7 @@ def test_answers_are_bounded_in_bytes_and_continue_with_the_cursor(tmp_path: Pat
             "max_chars": 16000,
         }
         pages = [data(await s.call_tool("get_session", args))]
-        while pages[-1]["next_cursor"] is not None and len(pages) < 20:
+        while pages[-1]["next_cursor"] is not None and len(pages) < 40:
             pages.append(
                 data(await s.call_tool("get_session", {**args, "cursor": pages[-1]["next_cursor"]}))
             )
@@ -404,44 +405,6 @@ def test_a_store_that_disappears_mid_session_is_reported_then_found_again(tmp_pa
     assert data(back)["total"] == 12
 
 
-LOCKER = """
-import select, sqlite3, sys
-conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=5)
-if conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal":
-    conn.execute("PRAGMA locking_mode=EXCLUSIVE")  # in WAL, only this keeps readers out
-conn.execute("BEGIN EXCLUSIVE")
-conn.execute("UPDATE sessions SET title = title WHERE id = ''")
-print("locked", flush=True)
-select.select([sys.stdin], [], [], float(sys.argv[2]))
-conn.execute("ROLLBACK")
-conn.close()
-"""
-
-
-@contextlib.contextmanager
-def write_locked(db: Path, seconds: float = 30.0) -> Any:
-    """Hold the store's write lock in another process (readers kept out) until the block ends."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", LOCKER, str(db), str(seconds)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    try:
-        ready, _, _ = select.select([proc.stdout], [], [], 15)
-        assert ready and proc.stdout.readline().strip() == "locked"
-        yield proc
-    finally:
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-
-
 def test_a_locked_store_is_an_error_after_a_bounded_wait_never_a_hang(tmp_path: Path) -> None:
     db = load_sample()
     locker: dict[str, Any] = {}
@@ -575,3 +538,38 @@ def test_other_commands_never_load_the_mcp_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=60
     )
     assert proc.stderr.strip().splitlines()[-1] == "LOADED", proc.stderr
+
+
+def test_a_match_inside_a_redacted_secret_is_no_hit_and_not_counted(tmp_path: Path) -> None:
+    stripe = "sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+    aws = "AKIA" + "IOSFODNN7EXAMPLE"
+    add_session(
+        "20261203_090000_oracle",
+        [
+            f"the billing key is {stripe} keep it safe",
+            f"aws_access_key_id = {aws}",
+            "plain words about billing",
+        ],
+    )
+    # Prefix probes (the next character of the secret), the whole secret, a piece of it found
+    # by substring (trigram), and an exclusion that would leave the message out.
+    probes = [f"{stripe[:12]}{c}*" for c in (stripe[12], "x", "q")] + [
+        f'"{stripe}"',
+        stripe[9:17],
+        f"{aws[:8]}*",
+        "billing -" + stripe[:14] + "*",
+        "keep safe",
+    ]
+
+    async def go(s: ClientSession) -> list[dict[str, Any]]:
+        return [data(await s.call_tool("search_messages", {"query": q})) for q in probes]
+
+    redacted = drive(tmp_path, go)
+    counted = [(r["matches"], len(r["hits"])) for r in redacted]
+    # Only the words outside secrets match: "billing" twice (the exclusion reaches no secret),
+    # "keep safe" once.
+    assert counted == [(0, 0)] * 6 + [(2, 2), (1, 1)], counted
+    assert stripe not in json.dumps(redacted)
+    shown = drive(tmp_path, go, "--no-redact")
+    assert [r["matches"] for r in shown][:4] == [1, 0, 0, 1]
+    assert shown[6]["matches"] == 1  # without redaction the exclusion does its work

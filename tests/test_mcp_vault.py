@@ -190,3 +190,30 @@ def test_the_server_never_writes_the_live_or_vault_stores(
     )
     assert [a.isError for a in answers] == [False, False, False, False, True]
     assert state() == before
+
+
+def test_get_usage_counts_the_vault_unless_live_only(tmp_path: Path) -> None:
+    """get_usage sums the live store and every vault year, as `hermes usage` does."""
+    old = time.time() - 400 * 86400
+    store = open_store(default_db_path())
+    try:
+        for sid, at, tokens in (("u_old", old, 300), ("u_new", time.time(), 40)):
+            store.write(
+                lambda c, sid=sid, at=at, tokens=tokens: c.execute(
+                    "INSERT INTO sessions (id, source, started_at, ended_at, end_reason,"
+                    " input_tokens, model) VALUES (?, 'cli', ?, ?, 'user_exit', ?, 'm/x')",
+                    (sid, at, at, tokens),
+                )
+            )
+        vault.move_sessions(store, default_db_path().parent, 90)
+    finally:
+        store.close()
+
+    async def go(s: ClientSession) -> tuple[dict[str, Any], dict[str, Any]]:
+        both = data(await s.call_tool("get_usage", {}))
+        live = data(await s.call_tool("get_usage", {"live_only": True}))
+        return both, live
+
+    both, live = drive(tmp_path, go)
+    assert both["totals"]["input_tokens"] == 340 and both["vault"] == [vault.year_of(old)]
+    assert live["totals"]["input_tokens"] == 40 and live["vault"] is None
