@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from hermes_state import guard, journal, layout, migrations, schema
+from hermes_state import guard, journal, layout, migrations, releases, schema
 from hermes_state.errors import (
     SQLITE_IOERR,
     SQLITE_READONLY,
@@ -744,11 +744,13 @@ def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
             f"{path} is at schema {version}, newer than this hermes knows "
             f"(up to {schema.SCHEMA_VERSION}); refusing to write to it"
         )
-    known = ", ".join(str(v) for v in schema.KNOWN_VERSIONS)
     shown = schema.shown_version(found.version_text if found is not None else None)
+    near = found.nearest_note() if found is not None else None
     return UnknownSchemaError(
         f"{path} is at {shown}, which no Hermes Agent release this hermes knows "
-        f"writes (known: {known}); refusing to write to it"
+        f"writes (known: {releases.known_list()}"
+        + (f"; nearest: {releases.nearest(version).name}" if near and version else "")
+        + "); refusing to write to it"
     )
 
 
@@ -861,8 +863,9 @@ def _open_writable(
             )
         elif kind == "old" and role == "edit":
             store.refusal = StoreNeedsMigrationError(
-                f"{path} is at schema {found.version}, older than any Hermes Agent release "
-                "this hermes writes for; upgrade it before editing"
+                f"{path} is at schema {found.version}, which no Hermes Agent release this hermes "
+                f"knows writes (nearest: {releases.nearest(found.version or 0).name}); upgrade "
+                "it before editing"
             )
         elif kind != "current" and (role == "agent" or kind == "not_hermes"):
             store.write(migrations.migrate)

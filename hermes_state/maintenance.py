@@ -199,11 +199,19 @@ def delete_sessions_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted
     moved = _repoint_children(conn, ids)
     ledger_rows = delete_terminal_in(conn, ids)
     deleted = 0
+    # Older layouts lack some per-session tables (schema 11/13: both; see releases).
+    have = {
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('session_model_usage', 'compression_locks')"
+        )
+    }
     for batch in chunks(ids):
         qs = marks(len(batch))
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({qs})", batch)
-        conn.execute(f"DELETE FROM session_model_usage WHERE session_id IN ({qs})", batch)
-        conn.execute(f"DELETE FROM compression_locks WHERE session_id IN ({qs})", batch)
+        for table in sorted(have):
+            conn.execute(f"DELETE FROM {table} WHERE session_id IN ({qs})", batch)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({qs})", batch).rowcount
     return _Deleted(deleted, msgs, size, moved, ledger_rows)
 
@@ -1300,8 +1308,8 @@ def check_store(store: Store) -> StoreCheck:
     add("search_indexes", not fts_problems and not unchecked, detail)
     if not found:
         add("schema", False, "could not be read")
-    elif found[0].known:
-        add("schema", True, f"v{found[0].version}")
+    elif found[0].family is not None:
+        add("schema", True, f"v{found[0].version}: {found[0].family.name}")
     else:
         add("schema", False, found[0].describe())
     attempt("journal", lambda: _journal_check(journal.report(conn), add))

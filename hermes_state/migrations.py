@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_state import cjk, fts, layout, lineage, meta, schema, sessions_json
+from hermes_state import cjk, fts, layout, lineage, meta, releases, schema, sessions_json
 from hermes_state.model_config import BRANCH_MARKER, DELEGATE_MARKER, ORPHANED, marker_sql
 from hermes_state.sql import quote
 
@@ -51,7 +51,7 @@ class MigrateResult:
     @property
     def compatible_releases(self) -> tuple[str, ...]:
         """Return the Hermes Agent releases that can use the store afterwards."""
-        return tuple(schema.RELEASES_BY_VERSION.values())
+        return tuple(f.name for f in releases.FAMILIES)
 
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-ready view."""
