@@ -51,7 +51,7 @@ class MigrateResult:
     @property
     def compatible_releases(self) -> tuple[str, ...]:
         """Return the Hermes Agent releases that can use the store afterwards."""
-        return tuple(f.name for f in releases.FAMILIES)
+        return releases.package_spans()
 
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-ready view."""

