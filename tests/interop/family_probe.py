@@ -6,7 +6,8 @@ one JSON line. Unlike ``probe.py build`` it calls only what every release since 
 only the keyword arguments the release's signature takes, so one builder serves all eleven
 layouts. The store has a few dozen sessions: tool output carrying a fragment no other row has
 (the agent's substring index leaves tool rows out from schema 25), cron and subagent sessions
-(left out from 0.21.3), CJK text, titles, token counts and ended sessions 200 days old.
+(left out from 0.21.3), CJK text, system prompts, titles, token counts and ended sessions
+200 days old.
 
 This file runs under the release's interpreter: it must not import anything from this repository.
 """
@@ -54,7 +55,10 @@ def build(path: str) -> dict:
     for i in range(30):
         sid = f"s{i:03d}"
         source = sources[i % len(sources)]
-        extra: dict[str, Any] = {"model": "openai/gpt-4.1"}
+        extra: dict[str, Any] = {
+            "model": "openai/gpt-4.1",
+            "system_prompt": f"You are Hermes, profile {i % 3}.",
+        }
         if source == "subagent":
             extra["parent_session_id"] = "s000"
             extra["model_config"] = {"_delegate_from": "s000"}
