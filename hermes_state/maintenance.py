@@ -1312,7 +1312,8 @@ def check_store(store: Store) -> StoreCheck:
         add("schema", True, f"v{found[0].version}: {found[0].family.name}")
     else:
         add("schema", False, found[0].describe())
-    attempt("journal", lambda: _journal_check(journal.report(conn), add))
+    fam = found[0].family if found else None
+    attempt("journal", lambda: _journal_check(journal.report(conn), add, fam))
     wal = diag.wal
     if wal.exists or store.journal_mode == "wal":
         wal_ok = not any(p.kind == "wal" for p in diag.problems)
@@ -1338,8 +1339,10 @@ def check_store(store: Store) -> StoreCheck:
     return StoreCheck(str(store.path), tuple(checks), diag)
 
 
-def _journal_check(report: Any, add: Callable[..., None]) -> None:
-    add("journal", True, report.describe(), warning=report.at_risk)
+def _journal_check(report: Any, add: Callable[..., None], family: Any = None) -> None:
+    # What the release that writes this layout does with the mode, so the advice is its own.
+    policy = f"; the release ({family.short}) {family.journal_words}" if family else ""
+    add("journal", True, report.describe() + policy, warning=report.at_risk)
 
 
 def check_unopenable(path: Path, error: str) -> StoreCheck:
