@@ -282,6 +282,8 @@ def _filters(
     visible = []
     if not include_inactive and {"active", "compacted"} <= cols:
         visible.append("({a}.active = 1 OR {a}.compacted = 1)")
+    elif not include_inactive and "active" in cols:
+        visible.append("{a}.active = 1")  # schema 14-17: rewinds, but no compression archive
     if "display_kind" in cols:
         visible.append("({a}.display_kind IS NULL OR {a}.display_kind <> 'hidden')")
     conds = [v.format(a="m") for v in visible]
@@ -475,7 +477,9 @@ def _trigram_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route:
         # answer whole, so no filter ever adds hits. It walks under the same budget as the
         # lookups: when the budget stops it, the answer says it is not complete.
         like_sql, like_params = query_like(query)
-        sources.append(_Source(None, ("1", ()), (f"{like_sql} AND NOT ({cover})", like_params)))
+        left_out = fts.trigram_left_out_superset("m")
+        check = f"{left_out} AND {like_sql} AND NOT ({cover})"
+        sources.append(_Source(None, ("1", ()), (check, like_params)))
     return _Route("trigram", _with_gap(sources, query, idx))
 
 
