@@ -10,9 +10,9 @@ separate `hermes` processes on that store:
   a CJK phrase (the agent's own substring index leaves tool rows out from schema 25 and cron or
   subagent sessions from 30: the answer still has them and says complete);
 - `db check` exits 0 and names the release family;
-- writes in the store's own layout (rename, delete, prune with and without VACUUM, pin where
-  the layout has the column, else one refusal naming it), with schema version and journal mode
-  unchanged;
+- writes in the store's own layout (rename, delete, export + import, optimize, prune with and
+  without VACUUM, pin where the layout has the column, else one refusal naming it), with schema
+  version and journal mode unchanged;
 - backup restores into an empty home and over the store; the file `sessions recover --to`
   writes restores too;
 - the release opens the edited store, appends, searches, renames and deletes, and its
@@ -140,6 +140,15 @@ def test_release_family_reads_writes_restores_and_keeps_working(
     else:
         assert pin.returncode == 1 and "Traceback" not in pin.stderr
         assert "sessions.pinned" in pin.stderr and "hermes db migrate" in pin.stderr
+    exported = tmp_path / "s009.jsonl"
+    kept = _sql(home, "SELECT id, content FROM messages WHERE session_id = 's009' ORDER BY id")
+    _ok(hermes(home, "sessions", "export", "--session-id", "s009", "-o", str(exported)))
+    _ok(hermes(home, "sessions", "delete", "s009", "--yes"))
+    _ok(hermes(home, "sessions", "import", str(exported)))
+    assert (
+        _sql(home, "SELECT id, content FROM messages WHERE session_id = 's009' ORDER BY id") == kept
+    )
+    _ok(hermes(home, "db", "optimize"))
     before = _counts(home)
     _ok(hermes(home, "sessions", "prune", "--older-than", "100d", "--yes"))
     assert _counts(home)[0] == before[0] - 6  # the six sessions aged 200 days
