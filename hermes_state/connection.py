@@ -754,6 +754,11 @@ def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
     )
 
 
+def store_schema_refusal(store: Store) -> HermesStateError:
+    """Return the error refusing writes to the store because of its schema number."""
+    return _schema_refusal(store.path, store.layout)
+
+
 def _create_new_store(path: Path) -> None:
     """Create the file and lay out a complete schema-31 store in it, under the creation lock."""
     _create_empty(path)
@@ -862,11 +867,8 @@ def _open_writable(
                 "cannot write to; upgrade it before editing"
             )
         elif kind == "old" and role == "edit":
-            store.refusal = StoreNeedsMigrationError(
-                f"{path} is at schema {found.version}, which no Hermes Agent release this hermes "
-                f"knows writes (nearest: {releases.nearest(found.version or 0).name}); upgrade "
-                "it before editing"
-            )
+            # A number no release writes: read only, as a newer unknown number is.
+            store.refusal = _schema_refusal(path, found)
         elif kind != "current" and (role == "agent" or kind == "not_hermes"):
             store.write(migrations.migrate)
             store.layout = inspect_layout(conn)

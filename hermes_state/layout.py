@@ -13,8 +13,9 @@ the store:
 - ``legacy``: the layout this package wrote before SPEC §19 (its own FTS objects under the
   agent's names); searchable, but the agent cannot write to it until ``hermes db migrate``;
 - ``old``: a schema number below 31 that no known release writes (27, or below 11): browsable
-  with a note naming the nearest family; the agent's own open (SessionDB) and ``db migrate``
-  upgrade it, as every release upgrades an older store; edits refuse it, naming the number;
+  with a note naming the nearest family; every command's write (``db migrate`` included)
+  refuses it, naming the number; the agent's own open (SessionDB) upgrades it, as every
+  release upgrades an older store;
 - ``unknown``: a schema number above 31 (never seen): browse only;
 - ``not_hermes``: an SQLite file without a Hermes schema (another application's database).
 """
@@ -137,8 +138,8 @@ class Layout:
             return "not a Hermes session store (no sessions/messages schema)"
         if kind == "old":
             return (
-                f"schema {self.version}: {self.nearest_note()}; browse only: run `hermes db "
-                "migrate` to write to it (an agent release upgrades it too when it starts)"
+                f"schema {self.version}: {self.nearest_note()}; browse only (an agent "
+                "release upgrades it when it starts)"
             )
         if kind == "unknown":
             when = "newer than" if self.too_new else "not one of"

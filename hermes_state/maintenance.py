@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state import diagnosis, fts, prune_filters
-from hermes_state.connection import Store, retry_locked, write_protected
+from hermes_state.connection import Store, retry_locked, store_schema_refusal, write_protected
 from hermes_state.diagnosis import Diagnosis
 from hermes_state.errors import (
     DiskFullError,
@@ -1147,6 +1147,10 @@ def migrate_store(
         if store.too_new:
             store.write(lambda conn: None)  # raises the schema refusal
         found = store.layout
+        if found is not None and found.kind == "old":
+            # A number no release writes (27, or 12): what it holds is unknown, so no release
+            # line's steps can be said to apply; it is read, never rewritten (issue 33).
+            raise store_schema_refusal(store)
         kind_before = found.kind if found is not None else "not_hermes"
         require_intact(store)  # a damaged store is for `sessions recover`, not for DDL
         if kind_before != "current":

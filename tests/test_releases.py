@@ -19,6 +19,7 @@ WRITES = {
     "delete": ["sessions", "delete", "sess-1-00002", "--yes"],
     "pin": ["sessions", "pin", "sess-1-00002"],
     "import": ["sessions", "import", str(SAMPLE)],
+    "migrate": ["db", "migrate", "--force"],
     "optimize": ["db", "optimize", "--force"],
 }
 
