@@ -121,13 +121,25 @@ RAW_WORD_SQL = raw_fts_sql("messages_fts", "snippet(messages_fts, -1, '>>>', '<<
 RAW_WORD_RECENT_SQL = raw_recent_sql(
     "messages_fts", "snippet(messages_fts, -1, '>>>', '<<<', '...', 40)"
 )
-# The substring route's answer: the newest 20 visible non-tool rows holding the text.
+# The substring route's answer: the newest 20 visible rows holding the text, from the trigram
+# index and from a scan of the rows the agent's index leaves out (tool output, cron/subagent).
 RAW_TRIGRAM_SQL = f"""
 WITH hits AS (
-  SELECT messages_fts_trigram.rowid AS id FROM messages_fts_trigram
-   CROSS JOIN messages m ON m.id = messages_fts_trigram.rowid
-   WHERE messages_fts_trigram MATCH ?1 AND {VISIBLE_SQL}
-   ORDER BY messages_fts_trigram.rowid DESC LIMIT 20)
+  SELECT id FROM (
+    SELECT messages_fts_trigram.rowid AS id FROM messages_fts_trigram
+     CROSS JOIN messages m ON m.id = messages_fts_trigram.rowid
+     WHERE messages_fts_trigram MATCH ?1 AND {VISIBLE_SQL}
+    UNION
+    SELECT m.id FROM messages m
+     WHERE (m.role = 'tool' OR m.session_id IN (SELECT id FROM sessions
+            WHERE source IN ('cron', 'subagent')
+               OR json_extract(CASE WHEN json_valid(model_config) THEN model_config
+                               ELSE json_object() END, '$._delegate_from') IS NOT NULL))
+       AND (m.content LIKE '%' || ?2 || '%' OR m.tool_name LIKE '%' || ?2 || '%'
+            OR m.tool_calls LIKE '%' || ?2 || '%')
+       AND NOT EXISTS (SELECT 1 FROM messages_fts_trigram_src c WHERE c.id = m.id)
+       AND {VISIBLE_SQL})
+   ORDER BY id DESC LIMIT 20)
 SELECT h.id, m.session_id, m.role,
        substr(m.content, max(1, instr(m.content, ?2) - 40), 120) AS snippet,
        m.timestamp, m.tool_name, s.source, s.model, s.started_at AS session_started, {_CONTEXT_SQL}

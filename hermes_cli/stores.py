@@ -39,7 +39,8 @@ def read_store(path: Path | None = None) -> Iterator[Store]:
         require_home(target.parent)
     store = open_store(target, read_only=True, waiting=waiting.current())
     try:
-        if store.too_new and store.layout is not None:
+        if store.layout is not None and (store.too_new or store.layout.kind == "old"):
+            # A schema number no known release writes: read, with a note naming the nearest.
             render.warn(
                 f"{store.path}: {store.layout.describe()}; showing what this hermes can read."
             )

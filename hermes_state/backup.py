@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from hermes_state import layout, schema, store_objects
+from hermes_state import layout, releases, schema, store_objects
 from hermes_state.connection import (
     NO_WAITING,
     Waiting,
@@ -1087,9 +1087,10 @@ def check_database(path: Path, *, store: bool) -> DatabaseFacts:
             return facts
         if kind == "unknown":
             shown = schema.shown_version(found.version_text)
+            near = found.nearest_note()
             facts.problems.append(
                 f"{shown}, which no Hermes Agent release this hermes "
-                f"knows writes ({', '.join(map(str, schema.KNOWN_VERSIONS))})"
+                f"knows writes ({releases.known_list()})" + (f"; {near}" if near else "")
             )
             return facts
         facts.legacy = kind == "legacy"

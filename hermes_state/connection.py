@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from hermes_state import guard, journal, layout, migrations, schema
+from hermes_state import guard, journal, layout, migrations, releases, schema
 from hermes_state.errors import (
     SQLITE_IOERR,
     SQLITE_READONLY,
@@ -776,12 +776,19 @@ def _schema_refusal(path: Path, found: Layout | None) -> HermesStateError:
             f"{path} is at schema {version}, newer than this hermes knows "
             f"(up to {schema.SCHEMA_VERSION}); refusing to write to it"
         )
-    known = ", ".join(str(v) for v in schema.KNOWN_VERSIONS)
     shown = schema.shown_version(found.version_text if found is not None else None)
+    near = found.nearest_note() if found is not None else None
     return UnknownSchemaError(
         f"{path} is at {shown}, which no Hermes Agent release this hermes knows "
-        f"writes (known: {known}); refusing to write to it"
+        f"writes (known: {releases.known_list()}"
+        + (f"; nearest: {releases.nearest(version).name}" if near and version else "")
+        + "); refusing to write to it"
     )
+
+
+def store_schema_refusal(store: Store) -> HermesStateError:
+    """Return the error refusing writes to the store because of its schema number."""
+    return _schema_refusal(store.path, store.layout)
 
 
 def _create_new_store(path: Path) -> None:
@@ -892,10 +899,8 @@ def _open_writable(
                 "cannot write to; upgrade it before editing"
             )
         elif kind == "old" and role == "edit":
-            store.refusal = StoreNeedsMigrationError(
-                f"{path} is at schema {found.version}, older than any Hermes Agent release "
-                "this hermes writes for; upgrade it before editing"
-            )
+            # A number no release writes: read only, as a newer unknown number is.
+            store.refusal = _schema_refusal(path, found)
         elif kind != "current" and (role == "agent" or kind == "not_hermes"):
             store.write(migrations.migrate)
             store.layout = inspect_layout(conn)

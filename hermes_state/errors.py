@@ -92,6 +92,25 @@ class StoreNeedsMigrationError(HermesStateError):
     hint = "Upgrade the store first with: hermes db migrate"
 
 
+def missing_column(
+    path: object, column: str, version: int | None = None
+) -> StoreNeedsMigrationError:
+    """Return the refusal of a write whose column (``table.column``) the store's layout lacks,
+    naming the first release family that has it."""
+    from hermes_state import releases
+
+    first = releases.first_with(column)
+    at = f" (schema {version})" if version is not None else ""
+    since = (
+        f"; releases have it from {first.first_release} (schema {first.schema})" if first else ""
+    )
+    return StoreNeedsMigrationError(
+        f"{path}{at} has no {column} column{since}; nothing was changed",
+        hint="Upgrade the store with `hermes db migrate` (the agent release that wrote it "
+        "keeps working), then retry.",
+    )
+
+
 class StoreLockedError(HermesStateError):
     """Another process held the write lock for longer than this write's patience."""
 

@@ -7,13 +7,16 @@ the store:
 
 - ``current``: schema 31 with this package's additions (what ``db migrate`` or an agent-role open
   leaves, and what a new store gets);
-- ``upstream``: a schema a known Hermes Agent release wrote (22, 30 or 31), untouched by us;
+- ``upstream``: a schema a known Hermes Agent release family wrote (:mod:`releases`: 11 … 31),
+  untouched by us; writable in its own layout (a command that needs a column the layout lacks
+  refuses, naming it);
 - ``legacy``: the layout this package wrote before SPEC §19 (its own FTS objects under the
   agent's names); searchable, but the agent cannot write to it until ``hermes db migrate``;
-- ``old``: a schema number below 31 that no release in the field writes any more (an agent
-  that has not been upgraded for a long time): browsable; the agent's own open (SessionDB) and
-  ``db migrate`` upgrade it, running the agent's version-gated data steps; edits refuse it;
-- ``unknown``: a schema number no known release writes (newer, or never seen): browse only;
+- ``old``: a schema number below 31 that no known release writes (27, or below 11): browsable
+  with a note naming the nearest family; every command's write (``db migrate`` included)
+  refuses it, naming the number; the agent's own open (SessionDB) upgrades it, as every
+  release upgrades an older store;
+- ``unknown``: a schema number above 31 (never seen): browse only;
 - ``not_hermes``: an SQLite file without a Hermes schema (another application's database).
 """
 
@@ -23,7 +26,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hermes_state import cjk, fts, meta, schema
+from hermes_state import cjk, fts, meta, releases, schema
 
 Kind = Literal["current", "upstream", "legacy", "old", "unknown", "not_hermes"]
 
@@ -49,13 +52,27 @@ class Layout:
     @property
     def known(self) -> bool:
         """Tell whether a release this code knows writes this schema version."""
-        return self.version in schema.KNOWN_VERSIONS
+        return releases.family(self.version) is not None
+
+    @property
+    def family(self) -> releases.Family | None:
+        """Return the release family that writes this schema number (None: no known one)."""
+        return releases.family(self.version)
 
     @property
     def old(self) -> bool:
-        """Tell whether the store is at a schema below every release this code knows of."""
-        # A version between two releases (23..29) was never in the field: unknown, not old.
-        return self.version is not None and 0 < self.version < min(schema.KNOWN_VERSIONS)
+        """Tell whether the store is at a schema below the newest no known release writes."""
+        return (
+            self.version is not None
+            and 0 < self.version < schema.SCHEMA_VERSION
+            and releases.family(self.version) is None
+        )
+
+    def nearest_note(self) -> str | None:
+        """Name the nearest family of a schema number no known release writes (None: known)."""
+        if self.version is None or self.known or self.version <= 0:
+            return None
+        return releases.describe_unknown(self.version)
 
     @property
     def too_new(self) -> bool:
@@ -108,7 +125,8 @@ class Layout:
     def describe(self) -> str:
         """Say in words what the store is."""
         kind = self.kind
-        release = schema.RELEASES_BY_VERSION.get(self.version or -1, "")
+        fam = self.family
+        release = fam.name if fam is not None else ""
         fts_words = {
             "external": "external-content search indexes",
             "inline": "inline search indexes",
@@ -120,15 +138,15 @@ class Layout:
             return "not a Hermes session store (no sessions/messages schema)"
         if kind == "old":
             return (
-                f"schema {self.version}, older than the releases this hermes knows "
-                f"({', '.join(map(str, schema.KNOWN_VERSIONS))}): run `hermes db migrate` "
-                "(the agent upgrades it too when it starts)"
+                f"schema {self.version}: {self.nearest_note()}; browse only (an agent "
+                "release upgrades it when it starts)"
             )
         if kind == "unknown":
             when = "newer than" if self.too_new else "not one of"
+            near = self.nearest_note()
             return (
                 f"{schema.shown_version(self.version_text)}, {when} the versions this hermes "
-                f"knows ({', '.join(map(str, schema.KNOWN_VERSIONS))}): browse only"
+                f"knows ({releases.known_list()})" + (f"; {near}" if near else "") + ": browse only"
             )
         if kind == "legacy":
             return (
@@ -136,9 +154,9 @@ class Layout:
                 "(the agent cannot write to it): run `hermes db migrate`"
             )
         if kind == "current":
-            return f"schema {self.version} ({release}) with hermes additions v{self.additions}"
+            return f"{release} with hermes additions v{self.additions}"
         extra = f", hermes additions v{self.additions}" if self.additions is not None else ""
-        return f"healthy upstream layout: schema {self.version} ({release}), {fts_words}{extra}"
+        return f"healthy upstream layout: {release}, {fts_words}{extra}"
 
 
 def inspect(conn: sqlite3.Connection) -> Layout:

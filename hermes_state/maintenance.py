@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state import diagnosis, fts, prune_filters
-from hermes_state.connection import Store, retry_locked, write_protected
+from hermes_state.connection import Store, retry_locked, store_schema_refusal, write_protected
 from hermes_state.diagnosis import Diagnosis
 from hermes_state.errors import (
     DiskFullError,
@@ -199,11 +199,19 @@ def delete_sessions_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted
     moved = _repoint_children(conn, ids)
     ledger_rows = delete_terminal_in(conn, ids)
     deleted = 0
+    # Older layouts lack some per-session tables (schema 11/13: both; see releases).
+    have = {
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND name IN ('session_model_usage', 'compression_locks')"
+        )
+    }
     for batch in chunks(ids):
         qs = marks(len(batch))
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({qs})", batch)
-        conn.execute(f"DELETE FROM session_model_usage WHERE session_id IN ({qs})", batch)
-        conn.execute(f"DELETE FROM compression_locks WHERE session_id IN ({qs})", batch)
+        for table in sorted(have):
+            conn.execute(f"DELETE FROM {table} WHERE session_id IN ({qs})", batch)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({qs})", batch).rowcount
     return _Deleted(deleted, msgs, size, moved, ledger_rows)
 
@@ -1139,6 +1147,10 @@ def migrate_store(
         if store.too_new:
             store.write(lambda conn: None)  # raises the schema refusal
         found = store.layout
+        if found is not None and found.kind == "old":
+            # A number no release writes (27, or 12): what it holds is unknown, so no release
+            # line's steps can be said to apply; it is read, never rewritten (issue 33).
+            raise store_schema_refusal(store)
         kind_before = found.kind if found is not None else "not_hermes"
         require_intact(store)  # a damaged store is for `sessions recover`, not for DDL
         if kind_before != "current":
@@ -1300,11 +1312,12 @@ def check_store(store: Store) -> StoreCheck:
     add("search_indexes", not fts_problems and not unchecked, detail)
     if not found:
         add("schema", False, "could not be read")
-    elif found[0].known:
-        add("schema", True, f"v{found[0].version}")
+    elif found[0].family is not None:
+        add("schema", True, f"v{found[0].version}: {found[0].family.name}")
     else:
         add("schema", False, found[0].describe())
-    attempt("journal", lambda: _journal_check(journal.report(conn), add))
+    fam = found[0].family if found else None
+    attempt("journal", lambda: _journal_check(journal.report(conn), add, fam))
     wal = diag.wal
     if wal.exists or store.journal_mode == "wal":
         wal_ok = not any(p.kind == "wal" for p in diag.problems)
@@ -1337,8 +1350,10 @@ def _replication_check(conn: sqlite3.Connection, path: Path, add: Callable[..., 
         add("replication", True, traces)
 
 
-def _journal_check(report: Any, add: Callable[..., None]) -> None:
-    add("journal", True, report.describe(), warning=report.at_risk)
+def _journal_check(report: Any, add: Callable[..., None], family: Any = None) -> None:
+    # What the release that writes this layout does with the mode, so the advice is its own.
+    policy = f"; the release ({family.short}) {family.journal_words}" if family else ""
+    add("journal", True, report.describe() + policy, warning=report.at_risk)
 
 
 def check_unopenable(path: Path, error: str) -> StoreCheck:

@@ -575,7 +575,11 @@ def message_window(
     window is the session's first before + after + 1 messages.
     """
     cols = set(store.columns("messages"))
-    visible = "(active = 1 OR compacted = 1)" if {"active", "compacted"} <= cols else "1"
+    visible = (
+        "(active = 1 OR compacted = 1)"
+        if {"active", "compacted"} <= cols
+        else ("active = 1" if "active" in cols else "1")
+    )
     select = f"SELECT {message_select(store)} FROM messages WHERE session_id = ?"
     if around_id is None:
         rows = _select_rows(

@@ -16,6 +16,7 @@ order inside the caller's write transaction and reports what each changed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import sqlite3
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hermes_state import cjk, fts, layout, lineage, meta, schema, sessions_json
+from hermes_state import cjk, fts, layout, lineage, meta, releases, schema, sessions_json
 from hermes_state.model_config import BRANCH_MARKER, DELEGATE_MARKER, ORPHANED, marker_sql
 from hermes_state.sql import quote
 
@@ -51,7 +52,7 @@ class MigrateResult:
     @property
     def compatible_releases(self) -> tuple[str, ...]:
         """Return the Hermes Agent releases that can use the store afterwards."""
-        return tuple(schema.RELEASES_BY_VERSION.values())
+        return releases.package_spans()
 
     def to_dict(self) -> dict[str, object]:
         """Return a JSON-ready view."""
@@ -181,6 +182,58 @@ def v22_usage_task_key(conn: sqlite3.Connection) -> str | None:
     for name in ("idx_session_model_usage_session", "idx_session_model_usage_model"):
         conn.execute(schema.UPSTREAM_INDEX_DDL[name])
     return "rebuilt session_model_usage with task in its key"
+
+
+def _fts_sql(conn: sqlite3.Connection, table: str) -> str:
+    row = conn.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+    ).fetchone()
+    return "" if row is None else str(row[0] or "")
+
+
+def v23_flag_fts_optimize(conn: sqlite3.Connection) -> str | None:
+    """Record that the agent's storage optimisation has work (schema 23), as the agent does.
+
+    The agent never converts an older search layout itself; it sets ``fts_optimize_available``
+    so its ``sessions optimize-storage`` offers to. A word index without ``tool_name`` (the
+    inline layout up to 0.19) or a substring index with ``tool_calls`` (schema 25/26) has work.
+    Once the store says 31 the agent skips this step, so the migration does it.
+    """
+    if not _older_than(conn, 23):
+        return None
+    word, trigram = _fts_sql(conn, fts.WORD_TABLE), _fts_sql(conn, fts.TRIGRAM_TABLE)
+    legacy_word = bool(word) and "tool_name" not in word
+    if not (legacy_word or "tool_calls" in trigram.lower()):
+        return None
+    meta.put(conn, "fts_optimize_available", "1")
+    return "flagged the search layout for the agent's optimize-storage (schema 23 step)"
+
+
+def v25_system_prompts(conn: sqlite3.Connection) -> str | None:
+    """Store each session's system prompt once in ``system_prompts`` and point the session at it
+    by hash (schema 25), as the agent does.
+
+    The agent also clears ``sessions.system_prompt``; this step keeps it: the release that
+    wrote the store (0.13 … 0.19) reads only that column, and every later release reads the
+    prompt table first and the column as its fallback, so both find the same text.
+    """
+    if not _older_than(conn, 25):
+        return None
+    cols = schema.live_columns(conn, "sessions")
+    if "system_prompt" not in cols or "system_prompt_hash" not in cols:
+        return None
+    rows = conn.execute(
+        "SELECT id, system_prompt FROM sessions "
+        "WHERE system_prompt IS NOT NULL AND system_prompt_hash IS NULL"
+    ).fetchall()
+    for sid, prompt in rows:
+        text = str(prompt)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        conn.execute(
+            "INSERT OR IGNORE INTO system_prompts (hash, prompt) VALUES (?, ?)", (digest, text)
+        )
+        conn.execute("UPDATE sessions SET system_prompt_hash = ? WHERE id = ?", (digest, sid))
+    return f"stored {len(rows)} system prompts by hash (schema 25 step)" if rows else None
 
 
 def heal_null_active(conn: sqlite3.Connection) -> str | None:
@@ -400,6 +453,8 @@ STEPS: tuple[Step, ...] = (
     v18_gateway_metadata,
     v20_seed_model_usage,
     v22_usage_task_key,
+    v23_flag_fts_optimize,
+    v25_system_prompts,
     fill_ledger_session_ids,
     remove_legacy_objects,
     detach_unloadable_cjk,

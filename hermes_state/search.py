@@ -284,6 +284,8 @@ def _filters(
     visible = []
     if not include_inactive and {"active", "compacted"} <= cols:
         visible.append("({a}.active = 1 OR {a}.compacted = 1)")
+    elif not include_inactive and "active" in cols:
+        visible.append("{a}.active = 1")  # schema 14-17: rewinds, but no compression archive
     if "display_kind" in cols:
         visible.append("({a}.display_kind IS NULL OR {a}.display_kind <> 'hidden')")
     conds = [v.format(a="m") for v in visible]
@@ -531,19 +533,16 @@ def _trigram_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route:
     filters ask for them, the rows the agent's substring index leaves out)."""
     sources = [_Source(fts.TRIGRAM_TABLE, *_trigram_group(group)) for group in query.groups]
     cover = idx.trigram.covers("m") if idx.trigram is not None else None
-    if cover is not None and _asks_for_uncovered(filters):
-        # Tool output and cron/subagent transcripts are outside the agent's substring index;
-        # a search that asks for them explicitly scans them (as the agent does).
+    if cover is not None:
+        # The agent's substring index leaves rows out (tool output from schema 25, cron and
+        # subagent sessions from 30; see releases): a scan of exactly those rows keeps the
+        # answer whole, so no filter ever adds hits. It walks under the same budget as the
+        # lookups: when the budget stops it, the answer says it is not complete.
         like_sql, like_params = query_like(query)
-        sources.append(_Source(None, ("1", ()), (f"NOT ({cover}) AND {like_sql}", like_params)))
+        left_out = fts.trigram_left_out_superset("m")
+        check = f"{left_out} AND {like_sql} AND NOT ({cover})"
+        sources.append(_Source(None, ("1", ()), (check, like_params)))
     return _Route("trigram", _with_gap(sources, query, idx))
-
-
-def _asks_for_uncovered(filters: _Filters) -> bool:
-    """Tell whether the filters name rows the substring index leaves out (tool, cron, subagent)."""
-    return "tool" in filters.roles or any(
-        s in fts.TRIGRAM_EXCLUDED_SOURCES for s in filters.sources
-    )
 
 
 def _cjk_parts(query: Query) -> tuple[list[str], list[_Sql]] | None:

@@ -18,6 +18,7 @@ from hermes_state.errors import (
     InvalidTitleError,
     SessionNotFoundError,
     TitleInUseError,
+    missing_column,
 )
 from hermes_state.home import named_profile_of
 from hermes_state.lineage import ancestors_in, tip_in
@@ -422,10 +423,8 @@ def get_sessions_by_id(store: Store, session_ids: Iterable[str]) -> dict[str, di
 def _set_flag(store: Store, session_id: str, column: str, value: bool) -> bool:
     """Set a 0/1 column of one session; return whether a session row was updated."""
     if column not in store.columns("sessions"):
-        raise HermesStateError(
-            f"{store.path} has no sessions.{column} column (an older layout)",
-            hint="Run `hermes db migrate` to upgrade the store, then retry.",
-        )
+        version = store.layout.version if store.layout is not None else None
+        raise missing_column(store.path, f"sessions.{column}", version)
 
     def fn(conn: sqlite3.Connection) -> bool:
         cur = conn.execute(

@@ -12,7 +12,7 @@ import pytest
 from hermes_state import layout, model_config, schema
 from hermes_state.connection import open_store
 from hermes_state.db import SessionDB
-from hermes_state.errors import StoreNeedsMigrationError
+from hermes_state.errors import UnknownSchemaError
 
 T0 = 1_700_000_000.0
 TOOL_RESULT = {"role": "tool", "content": "ls output", "tool_call_id": "c1", "tool_name": "ls"}
@@ -316,12 +316,13 @@ def test_old_store_is_classified_as_old(db_path: Path) -> None:
         assert layout.inspect(store.conn).kind == "old"
 
 
-def test_old_store_refuses_a_cli_edit_with_a_migrate_hint(db_path: Path) -> None:
+def test_old_store_refuses_a_cli_edit_naming_its_number(db_path: Path) -> None:
+    # 15: a number no release writes (issue 33): the edit names it and the nearest family.
     _old_store(db_path)
     with open_store(db_path, role="edit") as store:
-        with pytest.raises(StoreNeedsMigrationError) as caught:
+        with pytest.raises(UnknownSchemaError) as caught:
             store.write(lambda conn: conn.execute("UPDATE sessions SET title = 'x'"))
-        assert "hermes db migrate" in caught.value.hint
+        assert "schema 15" in caught.value.message and "nearest: " in caught.value.message
         title = store.conn.execute("SELECT title FROM sessions WHERE id = 's'").fetchone()[0]
         assert title is None
 

