@@ -259,7 +259,7 @@ def test_a_hot_journal_in_a_vault_store_is_rolled_back_by_the_first_command_that
         assert _committed(tmp_path / "member.db") == committed
     elif args[:2] == ("vault", "list"):
         [year] = answer["stores"]
-        assert year["sessions"] == 3 and year["messages"] == 9
+        assert year["session_count"] == 3 and year["message_count"] == 9
     else:
         shown = {row.get("session_id") or row.get("id") for row in answer[_rows_key(answer)]}
         assert "b" in shown  # the vaulted session the killed writer was deleting
