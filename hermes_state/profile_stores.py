@@ -257,24 +257,8 @@ def stats_across(live: Store, home: Path, waiting: Waiting = NO_WAITING) -> dict
     models = usage_across(live, home, "model", waiting=waiting).groups
     return {
         "by_source": sorted(by_source.values(), key=lambda r: (-r["sessions"], str(r["source"]))),
-        "by_model": [
-            {
-                k: g[k]
-                for k in ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")
-            }
-            for g in models
-        ],
-        "top_sessions": [
-            {
-                "id": g["session_id"],
-                "title": g["title"],
-                "model": g["model"],
-                "source": g["source"],
-                "total_tokens": g["total_tokens"],
-                "cost_usd": g["cost_usd"],
-            }
-            for g in top
-        ],
+        "by_model": [stats.model_row(g) for g in models],
+        "top_sessions": [stats.top_session_row(g) for g in top],
         "vault": vault,
     }
 

@@ -20,23 +20,32 @@ def usage_by_model(store: Store) -> list[dict[str, Any]]:
     rows, auxiliary calls included, plus what the sessions' own counters hold beyond them; a
     cost no record knows is None, never 0.
     """
-    return [
-        {k: g[k] for k in ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")}
-        for g in usage_report.usage_groups(store, "model")
-    ]
+    return [model_row(g) for g in usage_report.usage_groups(store, "model")]
+
+
+def model_row(group: dict[str, Any]) -> dict[str, Any]:
+    """Return a `--by model` usage group as a stats row."""
+    return {
+        k: group[k] for k in ("model", "session_count", "input_tokens", "output_tokens", "cost_usd")
+    }
+
+
+def top_session_row(group: dict[str, Any]) -> dict[str, Any]:
+    """Return a `--by session` usage group as a top-sessions row."""
+    return {
+        "id": group["session_id"],
+        "title": group["title"],
+        "model": group["model"],
+        "source": group["source"],
+        "total_tokens": group["total_tokens"],
+        "cost_usd": group["cost_usd"],
+    }
 
 
 def top_sessions_by_tokens(store: Store, n: int = 10) -> list[dict[str, Any]]:
     """Return the n sessions that used the most input+output tokens (as `hermes usage` counts)."""
     return [
-        {
-            "id": g["session_id"],
-            "title": g["title"],
-            "model": g["model"],
-            "source": g["source"],
-            "total_tokens": g["total_tokens"],
-            "cost_usd": g["cost_usd"],
-        }
+        top_session_row(g)
         for g in usage_report.usage_groups(store, "session", order="tokens", limit=n)
     ]
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hermes_state import bulkload, cjk, fts, guard, meta, vault_twins
+from hermes_state import bulkload, cjk, fts, guard, meta, usage_report, vault_twins
 from hermes_state.connection import (
     NO_WAITING,
     Store,
@@ -1344,28 +1344,9 @@ class _Returned:
     joined: list[str]
 
 
-# Session counters a joined session adds up from its two parts.
-_SUMMED = (
-    "tool_call_count",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "api_call_count",
-    "estimated_cost_usd",
-    "actual_cost_usd",
-)
-_USAGE_SUMMED = (
-    "api_call_count",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "estimated_cost_usd",
-    "actual_cost_usd",
-)
+# Session counters a joined session adds up from its two parts (as the usage figures count).
+_USAGE_SUMMED = (*usage_report.COUNTERS, "estimated_cost_usd", "actual_cost_usd")
+_SUMMED = ("tool_call_count", *_USAGE_SUMMED)
 _USAGE_KEY = ("session_id", "model", "billing_provider", "billing_base_url", "billing_mode", "task")
 
 
