@@ -58,6 +58,19 @@ def _name(run: Run) -> str:
     return " ".join(words[:2])
 
 
+def _reports_interrupted(run: Run) -> bool:
+    """Tell whether a run is a `vault check` whose only problems are an interrupted run's."""
+    if _name(run) != "vault check" or run.rc != 1:
+        return False
+    try:
+        problems = json.loads(run.stdout)["problems"]
+    except (ValueError, KeyError):
+        return False
+    return bool(problems) and all(
+        ": absent_from_live: " in p and "interrupted move or return" in p for p in problems
+    )
+
+
 def _stores(home: Path) -> list[Path]:
     return [home / "state.db", *sorted((home / "vault").glob("[0-9][0-9][0-9][0-9].db"))]
 
@@ -224,7 +237,12 @@ def test_vault_loop_beside_two_agent_writers_loses_and_doubles_nothing(
     fts = {db.name: fts5_integrity(db) for db in _stores(built)}
     killed = [r for r in runs if r.rc == KILLED]
     busy = [r for r in runs if r.rc == BUSY]
-    failed = [r for r in runs if r.rc not in (0, KILLED, BUSY) or r.traceback]
+    # After a SIGKILLed move or return, `vault check` rightly reports the copies it left (exit
+    # 1) until the next move or return finishes it: that report, and only that, is expected.
+    interrupted = [r for r in runs if _reports_interrupted(r)]
+    failed = [
+        r for r in runs if (r.rc not in (0, KILLED, BUSY) and r not in interrupted) or r.traceback
+    ]
     figures = {
         "test": "vault_loop",
         "release": release.key,
@@ -242,6 +260,7 @@ def test_vault_loop_beside_two_agent_writers_loses_and_doubles_nothing(
         "vault_stores": len(_stores(built)) - 1,
         "agent_errors": len(errors_of(writes)),
         "busy_exits": len(busy),
+        "checks_seeing_an_interrupted_run": len(interrupted),
         "failures": len(failed),
         "seconds_by_command": {
             name: round(sum(r.seconds for r in runs if _name(r) == name), 1)

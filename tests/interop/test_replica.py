@@ -366,6 +366,12 @@ def test_a_target_that_lost_its_snapshot_is_reported_loudly(
         seed += 1
         time.sleep(1.0)
     rep.wait_synced()
+    assert rep.stop() == 0
+    # Litestream 0.5.17 sometimes writes a new snapshot by itself after the loss, sometimes
+    # only increments (the field report's silent case). Leave the replica as that report found
+    # it, whatever happened here: increments, and no file that starts at transaction 1.
+    for full in target.rglob("0000000000000001-*.ltx"):
+        full.unlink()
     rc, data, err = _status(hermes_home, url)
     assert rc == 1
     assert data["stores"][0]["snapshot"] is False and data["stores"][0]["restorable"] is False
@@ -374,7 +380,6 @@ def test_a_target_that_lost_its_snapshot_is_reported_loudly(
     failed = run_hermes(tmp_path / "nowhere", "restore", "--from", url, "--yes")
     assert failed.rc == 1 and failed.stderr.startswith("Error: ")
     # The fix the warning gives: a restart writes a snapshot again.
-    assert rep.stop() == 0
     again = replicating(hermes_home, url)
     again.wait_snapshot()
     again.wait_synced()
