@@ -13,7 +13,7 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from hermes_state import cjk, fts, pages, salvage
+from hermes_state import cjk, fts, page_header, pages, salvage
 from hermes_state.connection import is_open_in_process
 from hermes_state.errors import StoreNotFoundError
 from hermes_state.recover_report import (
@@ -170,7 +170,7 @@ def copy_bundle(source: Path, work: Path, report: RecoveryReport) -> Path:
 def open_copy(path: Path, report: RecoveryReport) -> sqlite3.Connection | None:
     """Open the work copy for reading, repairing what stands in the way of reading it."""
     report.pages_missing = _pages_missing(path)
-    repair = pages.repair_header(path, wal=companion(path, "-wal").exists())
+    repair = page_header.repair_header(path, wal=companion(path, "-wal").exists())
     report.header_fixes = list(repair.fixes)
     report.header_rewritten = bool(repair.fixes)
     conn = _connect_copy(path, report)
