@@ -163,6 +163,11 @@ SessionRef = Annotated[str, typer.Argument(metavar="ID", help=ID_HELP)]
 ExactSessionRef = SessionRef  # every command resolves a session the same way
 
 
+def models_option(what: str) -> Any:
+    """Return the repeatable --model option of a command that keeps only `what` of model M."""
+    return typer.Option("--model", metavar="M", callback=validate_texts, help=f"Only {what}")
+
+
 def since_option(what: str) -> Any:
     """Return the --since option for a command whose WHEN filters `what`."""
     return typer.Option(

@@ -41,13 +41,13 @@ from hermes_cli.options import (
     command,
     cutoff,
     fields_of,
+    models_option,
     output_format,
     since_option,
     until_option,
     validate_age,
     validate_roles,
     validate_text,
-    validate_texts,
 )
 
 app = typer.Typer(
@@ -177,12 +177,7 @@ def list_sessions(
     ] = None,
     model: Annotated[
         list[str] | None,
-        typer.Option(
-            "--model",
-            metavar="M",
-            callback=validate_texts,
-            help="Only sessions of model M, as `sessions stats` names it (repeatable).",
-        ),
+        models_option("sessions of model M, as `sessions stats` names it (repeatable)."),
     ] = None,
     since: Annotated[str | None, since_option("sessions active")] = None,
     until: Annotated[str | None, until_option("sessions last active")] = None,

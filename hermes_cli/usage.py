@@ -26,10 +26,10 @@ from hermes_cli.options import (
     command,
     cutoff,
     fields_of,
+    models_option,
     output_format,
     since_option,
     until_option,
-    validate_texts,
 )
 
 if TYPE_CHECKING:
@@ -89,12 +89,7 @@ def usage(
     source: Sources = None,
     model: Annotated[
         list[str] | None,
-        typer.Option(
-            "--model",
-            metavar="M",
-            callback=validate_texts,
-            help="Only usage of model M, as recorded (e.g. openai/gpt-4.1; repeatable).",
-        ),
+        models_option("usage of model M, as recorded (e.g. openai/gpt-4.1; repeatable)."),
     ] = None,
     chart: Annotated[
         Chart,
