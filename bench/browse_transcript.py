@@ -42,9 +42,10 @@ import generate as gen  # noqa: E402
 
 def _deep_hit(db: Path) -> tuple[Any, dict[str, Any]]:
     """Return the session's row for the screen and the hit: its last match of the common term."""
-    from hermes_cli.browse import Row
-    from hermes_state import search, sessions
-    from hermes_state.connection import open_store
+    from hermes_cli.apps.browse import Row
+    from hermes_state.records import sessions
+    from hermes_state.search import search
+    from hermes_state.store.connection import open_store
 
     with open_store(db, read_only=True) as store:
         hits = search.search_messages(store, gen.COMMON_TERM, sort="newest", limit=1)
@@ -54,10 +55,10 @@ def _deep_hit(db: Path) -> tuple[Any, dict[str, Any]]:
 
 
 async def _open_once(db: Path, size: tuple[int, int]) -> dict[str, float]:
-    from hermes_cli import browse
-    from hermes_cli.browse import Browser, Filters, Request
-    from hermes_cli.browse_app import BrowseApp, TranscriptScreen, TranscriptView
-    from hermes_state.connection import open_store
+    from hermes_cli.apps import browse
+    from hermes_cli.apps.browse import Browser, Filters, Request
+    from hermes_cli.apps.browse_app import BrowseApp, TranscriptScreen, TranscriptView
+    from hermes_state.store.connection import open_store
 
     row, _hit = _deep_hit(db)
     store = open_store(db, read_only=True)
@@ -103,8 +104,8 @@ async def _open_once(db: Path, size: tuple[int, int]) -> dict[str, float]:
 
 def read_only(db: Path) -> float:
     """Return seconds the library takes to read the transcript the screen reads (no screen)."""
-    from hermes_cli.browse import Browser
-    from hermes_state.connection import open_store
+    from hermes_cli.apps.browse import Browser
+    from hermes_state.store.connection import open_store
 
     row, _hit = _deep_hit(db)
     with open_store(db, read_only=True) as store:

@@ -23,8 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hermes_state import fts, messages, search, sessions
-from hermes_state.connection import Store, open_store
+from hermes_state.records import messages, sessions
+from hermes_state.search import search
+from hermes_state.store import fts
+from hermes_state.store.connection import Store, open_store
 
 
 def _split(text: str) -> tuple[str, ...]:

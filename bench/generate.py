@@ -45,8 +45,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:  # a script run from a checkout, package not installed
     sys.path.insert(0, str(REPO_ROOT))
 
-from hermes_state import messages as hmessages, sessions as hsessions, usage as husage  # noqa: E402
-from hermes_state.connection import Store, open_store  # noqa: E402
+from hermes_state.records import messages as hmessages, sessions as hsessions  # noqa: E402
+from hermes_state.reports import usage as husage  # noqa: E402
+from hermes_state.store.connection import Store, open_store  # noqa: E402
 
 GENERATOR_VERSION = 1
 DEFAULT_SEED = 7

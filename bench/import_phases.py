@@ -6,7 +6,7 @@ Exports the generated store of N messages (bench/out/store-<N>/, made by generat
 imports it into an empty store of our layout with plain SQL in one transaction, timing each
 phase in CPU seconds of this process (less sensitive than wall time to a shared CPU): parsing
 the JSON, building the rows, inserting them (the agent's indexes and triggers, the triggers
-gated off by the rebuild window as hermes_state.bulkload does), filling each search index.
+gated off by the rebuild window as hermes_state.store.bulkload does), filling each search index.
 Then the message insert again on scratch stores without the triggers, and without the indexes
 too, to show what each costs. Nothing here is asserted; it explains the import row of run.py.
 """
@@ -31,8 +31,9 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 
 import generate as gen  # noqa: E402
 
-from hermes_state import cjk, portability  # noqa: E402
-from hermes_state.connection import open_store  # noqa: E402
+from hermes_state.store import cjk  # noqa: E402
+from hermes_state.store.connection import open_store  # noqa: E402
+from hermes_state.transfer import portability  # noqa: E402
 
 WINDOW = [("fts_rebuild_high_water", 2**62), ("fts_rebuild_progress", 0)]
 

@@ -32,8 +32,10 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 
 import generate as gen  # noqa: E402
 
-from hermes_state import cjk, messages, search, sessions  # noqa: E402
-from hermes_state.connection import Store, open_store  # noqa: E402
+from hermes_state.records import messages, sessions  # noqa: E402
+from hermes_state.search import search  # noqa: E402
+from hermes_state.store import cjk  # noqa: E402
+from hermes_state.store.connection import Store, open_store  # noqa: E402
 
 MB = 1024 * 1024
 OUT = BENCH_DIR / "out"

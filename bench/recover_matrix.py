@@ -2,7 +2,8 @@
 
 Each case takes a generated store (bench/generate.py), changes it the way a real failure would
 (a flipped bit, a zeroed page, a broken header field, a WAL that does not belong …), and then
-salvages it twice: with ``hermes_state.recover.recover`` and with the ``.recover`` command of a
+salvages it twice: with ``hermes_state.recover.recover.recover`` and with the ``.recover`` command
+of a
 sqlite3 shell that has the ``sqlite_dbpage`` table (3.52, built by ``.ci/build-sqlite-shell``).
 For both it counts, against the rows the store held before the damage:
 
@@ -42,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:  # a script run from a checkout, package not 
     sys.path.insert(0, str(REPO_ROOT))
 
 from bench import generate as gen  # noqa: E402
-from hermes_state import pages  # noqa: E402
+from hermes_state.recover import pages  # noqa: E402
 
 TABLES = ("sessions", "messages")
 SUFFIXES = ("", "-wal", "-shm", "-journal")

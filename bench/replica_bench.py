@@ -35,7 +35,7 @@ from interop.live_agent import live_agents, write_latency  # noqa: E402
 from interop.releases import BY_KEY  # noqa: E402
 from support.children import child_env, hermes_argv  # noqa: E402
 
-from hermes_state import replica  # noqa: E402
+from hermes_state.backups import replica  # noqa: E402
 
 
 def _hermes(home: Path, *args: str, timeout: float = 3600) -> subprocess.CompletedProcess[str]:

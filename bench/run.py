@@ -39,7 +39,7 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 
 import generate as gen  # noqa: E402
 
-from hermes_state.connection import Store, is_open_in_process, open_store  # noqa: E402
+from hermes_state.store.connection import Store, is_open_in_process, open_store  # noqa: E402
 
 OUT_DIR = BENCH_DIR / "out"
 MB = 1024 * 1024
@@ -85,11 +85,11 @@ SELECT h.id, m.session_id, m.role, h.snippet, m.timestamp, m.tool_name,
 """
 
 
-# The rows search returns by default (hermes_state.search._filters): visible, not hidden.
+# The rows search returns by default (hermes_state.search.search._filters): visible, not hidden.
 VISIBLE_SQL = (
     "(m.active = 1 OR m.compacted = 1) AND (m.display_kind IS NULL OR m.display_kind <> 'hidden')"
 )
-RANK_WINDOW = 2000  # hermes_state.search.RANK_CANDIDATES
+RANK_WINDOW = 2000  # hermes_state.search.search.RANK_CANDIDATES
 
 
 def raw_recent_sql(table: str, snippet: str) -> str:
@@ -488,7 +488,7 @@ def peer_row(row: Row, peer_value: float, ours_value: float | None, *, rate: boo
 
 def op_list_library(ctx: Context) -> Row:
     """sessions.list_sessions (20 rows with preview and last_active) vs the minimal SQL."""
-    sessions = need("hermes_state.sessions", "list_sessions", "make_preview")
+    sessions = need("hermes_state.records.sessions", "list_sessions", "make_preview")
     if ctx.peer is not None:
         ctx.peer_db()  # copied before this process opens the store
     with read_store(ctx.db) as store:
@@ -555,7 +555,7 @@ def _search_row(
     full BM25 ranking of every match, a different answer reported apart); ``calls`` of each
     (default ctx.repeat)."""
     calls = calls or ctx.repeat
-    search = need("hermes_state.search", "search_messages")
+    search = need("hermes_state.search.search", "search_messages")
     full: list[float] = []
     if ctx.peer is not None:
         ctx.peer_db()  # copied before this process opens the store
@@ -665,7 +665,7 @@ def op_search_substring(ctx: Context) -> Row:
 
 def op_search_cjk(ctx: Context) -> Row:
     """CJK 2-character search vs raw SQL ranking the newest 2,000 bigram-index matches."""
-    cjk = need("hermes_state.cjk", "cjk_match_expr", "TABLE")
+    cjk = need("hermes_state.store.cjk", "cjk_match_expr", "TABLE")
     q = gen.CJK_QUERY
     expr = cjk.cjk_match_expr(q)
     return _search_row(
@@ -729,7 +729,7 @@ def _append_race(
     ctx: Context, chunks: list[list[dict[str, Any]]], ours_step: Callable[..., None], batched: bool
 ) -> tuple[float, float]:
     """Append the same chunks through the library and through raw SQL on one work copy."""
-    sessions = need("hermes_state.sessions", "create_session")
+    sessions = need("hermes_state.records.sessions", "create_session")
     db = _work_copy(ctx, "append")
     try:
         store = open_store(db)
@@ -764,7 +764,7 @@ def _append_race(
 
 def op_append_single(ctx: Context) -> Row:
     """append_message in a loop (a transaction each) vs INSERT + counter UPDATE per transaction."""
-    messages = need("hermes_state.messages", "append_message")
+    messages = need("hermes_state.records.messages", "append_message")
     step = APPEND_SINGLE_COUNT // 10
     msgs = _append_payload(ctx.seed, APPEND_SINGLE_COUNT + step)
     chunks = [msgs[i : i + step] for i in range(0, len(msgs), step)]
@@ -791,7 +791,7 @@ def op_append_single(ctx: Context) -> Row:
 
 def op_append_batched(ctx: Context) -> Row:
     """append_messages in batches of 1000 vs executemany + counter UPDATE per transaction."""
-    messages = need("hermes_state.messages", "append_messages")
+    messages = need("hermes_state.records.messages", "append_messages")
     total = APPEND_BATCH_SIZE * APPEND_BATCHES
     msgs = _append_payload(ctx.seed + 1, total + APPEND_BATCH_SIZE)
     chunks = [msgs[i : i + APPEND_BATCH_SIZE] for i in range(0, len(msgs), APPEND_BATCH_SIZE)]
@@ -856,7 +856,7 @@ def _metered(ctx: Context, mode: str, db: Path, dest: Path) -> dict[str, Any]:
 
 
 def _export_row(ctx: Context, name: str, home: Path, rss_limit_mb: float | None) -> Row:
-    need("hermes_state.portability", "export_all", "write_jsonl")
+    need("hermes_state.transfer.portability", "export_all", "write_jsonl")
     db = home / "state.db"
     dest = ctx.work / "export.jsonl"
     ctx.work.mkdir(parents=True, exist_ok=True)
@@ -904,7 +904,7 @@ def op_export_all(ctx: Context) -> Row:
 
 def op_export_single(ctx: Context) -> Row:
     """Export of one 200,000-message session: throughput and flat memory."""
-    need("hermes_state.portability", "export_all", "write_jsonl")
+    need("hermes_state.transfer.portability", "export_all", "write_jsonl")
     if ctx.single_home is None:
         raise Unavailable("no single-session store")
     count = (gen.read_meta(ctx.single_home) or {}).get("messages", 0)
@@ -916,7 +916,9 @@ IMPORT_BATCH = 5000  # messages per transaction of the raw import (as hermes_sta
 
 def _import_source(ctx: Context) -> Path:
     """Export the store once (library export, JSON Lines) as the import benchmarks' input."""
-    portability = need("hermes_state.portability", "export_all", "write_jsonl", "import_sessions")
+    portability = need(
+        "hermes_state.transfer.portability", "export_all", "write_jsonl", "import_sessions"
+    )
     src = ctx.work / "import-src.jsonl"
     if not src.exists():
         src.parent.mkdir(parents=True, exist_ok=True)
@@ -957,10 +959,10 @@ def _raw_import(db: Path, src: Path) -> float:
 
     Per ~IMPORT_BATCH messages, one transaction: the sessions and messages inserted with
     executemany, the word and substring indexes filled by one INSERT ... SELECT each behind the
-    agent's rebuild window (as hermes_state.bulkload does), the CJK bigrams with the same
-    function hermes_state.cjk uses (Python: no SQL computes them).
+    agent's rebuild window (as hermes_state.store.bulkload does), the CJK bigrams with the same
+    function hermes_state.store.cjk uses (Python: no SQL computes them).
     """
-    from hermes_state import cjk
+    from hermes_state.store import cjk
 
     conn = sqlite3.connect(db, isolation_level=None)
     try:
@@ -1039,7 +1041,7 @@ def _raw_import(db: Path, src: Path) -> float:
 
 def op_import(ctx: Context) -> Row:
     """import_sessions of a whole-store export into an empty store vs plain SQL + bulk indexing."""
-    portability = need("hermes_state.portability", "import_sessions")
+    portability = need("hermes_state.transfer.portability", "import_sessions")
     src = _import_source(ctx)
     ours: list[float] = []
     raw: list[float] = []
@@ -1112,7 +1114,7 @@ def _bare_backup(src: Path, dest: Path, *, durable: bool) -> None:
 
 def op_backup(ctx: Context) -> Row:
     """backup.create_backup of the profile home vs the bare online-backup API on state.db."""
-    backup = need("hermes_state.backup", "create_backup")
+    backup = need("hermes_state.backups.backup", "create_backup")
     size = os.stat(ctx.db).st_size
     out_dir = ctx.work / "backup"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -1196,7 +1198,7 @@ def op_backup(ctx: Context) -> Row:
 
 def op_recover(ctx: Context) -> Row:
     """recover.recover of a healthy store vs VACUUM INTO (the plain SQL copy of every row)."""
-    recover = need("hermes_state.recover", "recover")
+    recover = need("hermes_state.recover.recover", "recover")
     out_dir = ctx.work / "recover"
     out_dir.mkdir(parents=True, exist_ok=True)
     counter = iter(range(1_000_000))
@@ -1236,7 +1238,7 @@ def gen_ro_uri(path: Path) -> str:
 
 def op_prune_optimize(ctx: Context) -> Row:
     """prune_sessions + optimize(vacuum) on a copy vs raw DELETEs + FTS optimize + VACUUM."""
-    maintenance = need("hermes_state.maintenance", "prune_sessions", "optimize")
+    maintenance = need("hermes_state.upkeep.maintenance", "prune_sessions", "optimize")
     cutoff = gen.END_TS - PRUNE_IDLE_DAYS * 86400
     results: list[Any] = []
     o_samples, r_samples = [], []
@@ -1343,7 +1345,7 @@ def op_startup_version(ctx: Context) -> Row:
 
 def op_browse_keystroke(ctx: Context) -> Row:
     """`sessions browse`: keystroke to results, typed through Textual's pilot (no raw baseline)."""
-    need("hermes_cli.browse_app", "BrowseApp")
+    need("hermes_cli.apps.browse_app", "BrowseApp")
     import browse as bench_browse
 
     found = bench_browse.keystrokes(ctx.db)
@@ -1363,7 +1365,7 @@ def op_browse_keystroke(ctx: Context) -> Row:
 
 def op_browse_startup(ctx: Context) -> Row:
     """`hermes sessions browse` on a pseudo-terminal: process start to first results shown."""
-    need("hermes_cli.browse_app", "BrowseApp")
+    need("hermes_cli.apps.browse_app", "BrowseApp")
     import browse as bench_browse
 
     ours = bench_browse.startup(ctx.home, max(5, ctx.repeat), ctx.python)
@@ -1460,7 +1462,7 @@ def run_operation(name: str, fn: Callable[[Context], Row], ctx: Context) -> Row:
 
 def child_export_lib(db: str, dest: str) -> dict[str, Any]:
     """Export every session with the library; return counts and seconds."""
-    from hermes_state.portability import export_all, write_jsonl
+    from hermes_state.transfer.portability import export_all, write_jsonl
 
     with read_store(Path(db)) as store, open(dest, "w", encoding="utf-8") as fh:
         t0 = time.perf_counter()

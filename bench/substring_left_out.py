@@ -26,8 +26,9 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 
 import generate as gen  # noqa: E402
 
-from hermes_state import fts, search  # noqa: E402
-from hermes_state.connection import Store, open_store  # noqa: E402
+from hermes_state.search import search  # noqa: E402
+from hermes_state.store import fts  # noqa: E402
+from hermes_state.store.connection import Store, open_store  # noqa: E402
 
 
 def _median(store: Store, query: str, runs: int) -> tuple[float, int, bool]:

@@ -7,7 +7,7 @@ DIR (a HERMES_HOME holding state.db). Reported, each as the median of --repeat r
 
 - usage-process: the whole `hermes usage --by day --json` process (start-up included), the
   SPEC §18 way of timing a command; target 300 ms at 1 M messages.
-- usage-library: hermes_state.usage_report.usage_report(store, "day"), beside the raw SQL a
+- usage-library: hermes_state.reports.usage_report.usage_report(store, "day"), beside the raw SQL a
   person would write for the same answer (per-session sums of the usage rows joined to the
   sessions for what they hold beyond them, then the day groups and a total), with the ratio and
   whether both give the same figures.
@@ -36,8 +36,8 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from hermes_state import usage_report  # noqa: E402
-from hermes_state.connection import open_store  # noqa: E402
+from hermes_state.reports import usage_report  # noqa: E402
+from hermes_state.store.connection import open_store  # noqa: E402
 
 COUNTERS = usage_report.COUNTERS
 TARGET_USAGE_MS = 300.0
@@ -157,7 +157,7 @@ def bench_usage(home: Path, repeat: int) -> dict[str, Any]:
 
 def bench_watch(home: Path, repeat: int) -> dict[str, Any]:
     """Time watch refreshes: store time of the first and of later ones, and a whole refresh."""
-    from hermes_cli.watch import make_refresh
+    from hermes_cli.apps.watch import make_refresh
 
     firsts, laters, wholes = [], [], []
     for _ in range(repeat):

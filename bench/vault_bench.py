@@ -9,7 +9,8 @@ Usage: python bench/vault_bench.py --messages 1000000 [--seed 7] [--reuse] [--ol
   never changed. Generated data ends at 2026-01-01 and spans 365 days, spread evenly by message
   count; the default --older-than puts the cutoff at the point where 90 % of the messages are
   older (the age of END_TS - 36.5 days, today), so about 90 % move (whole ended groups only).
-- appends: the agent's path, ``hermes_state.messages.append_message`` on the live store through
+- appends: the agent's path, ``hermes_state.records.messages.append_message`` on the live store
+through
   ``open_store`` (one transaction per message, FTS triggers and CJK catch-up included), into a
   fresh session, timed per call; median and p95. Once on the big store before the move, once on
   the small live store after it.
@@ -46,9 +47,9 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 
 import generate as gen  # noqa: E402
 
-from hermes_state.connection import open_store  # noqa: E402
-from hermes_state.messages import append_message  # noqa: E402
-from hermes_state.sessions import create_session  # noqa: E402
+from hermes_state.records.messages import append_message  # noqa: E402
+from hermes_state.records.sessions import create_session  # noqa: E402
+from hermes_state.store.connection import open_store  # noqa: E402
 
 DAY_S = 86400.0
 OLDER_SHARE = 0.9  # of the messages, by the generator's even spread over its span

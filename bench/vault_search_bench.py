@@ -29,8 +29,9 @@ for _p in (str(REPO_ROOT), str(BENCH_DIR)):
 import generate as gen  # noqa: E402
 import vault_bench as vb  # noqa: E402
 
-from hermes_state import search, vault_search  # noqa: E402
-from hermes_state.connection import open_store  # noqa: E402
+from hermes_state.search import search  # noqa: E402
+from hermes_state.store.connection import open_store  # noqa: E402
+from hermes_state.vault import vault_search  # noqa: E402
 
 QUERIES = [
     "docker",

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from hermes_cli.exitcodes import ExitCode
+from hermes_cli.shared.exitcodes import ExitCode
 
 
 def apply_global_flags(args: list[str]) -> list[str]:
@@ -22,9 +22,9 @@ def apply_global_flags(args: list[str]) -> list[str]:
     A malformed flag or profile name is a usage error (exit 2); a profile that does not exist
     exits 1. Without -p, the sticky profile chosen by `profile use` applies.
     """
-    from hermes_cli import argv, waiting
-    from hermes_state import home
-    from hermes_state.errors import HermesStateError, ProfileNotFoundError
+    from hermes_cli.shared import argv, waiting
+    from hermes_state.store import home
+    from hermes_state.store.errors import HermesStateError, ProfileNotFoundError
 
     agent_flag = argv.agent_option(list(args))
     if agent_flag is not None:
@@ -63,7 +63,7 @@ def version_text() -> str:
 
 def exit_code_for(exc: BaseException) -> int:
     """Map an expected failure to its exit code: 75 store busy, 2 a bad argument, else 1."""
-    from hermes_state.errors import (
+    from hermes_state.store.errors import (
         InvalidProfileNameError,
         SortUnavailableError,
         StoreBusyError,
@@ -137,9 +137,9 @@ def _make_group_class() -> type:
             import typer
             from typer._click import exceptions as click_exc
 
-            from hermes_cli import render
-            from hermes_cli.logfile import attached_error_log
-            from hermes_state.errors import HermesStateError
+            from hermes_cli.rendering import render
+            from hermes_cli.shared.logfile import attached_error_log
+            from hermes_state.store.errors import HermesStateError
 
             log_handlers = attached_error_log()
             try:
@@ -175,7 +175,7 @@ def _make_group_class() -> type:
             except Exception as exc:
                 # A damaged, locked or full store reached through a path without its own
                 # handling: still one line and a hint. Anything else is a bug (a traceback).
-                from hermes_state.errors import translate_os_error, translate_sqlite_error
+                from hermes_state.store.errors import translate_os_error, translate_sqlite_error
 
                 # A full disk or a permission problem met anywhere is the environment, not a bug.
                 typed = translate_sqlite_error(exc) or translate_os_error(exc)
@@ -185,7 +185,7 @@ def _make_group_class() -> type:
                 code = exit_code_for(typed)
             finally:
                 log_handlers.close()
-                from hermes_cli import output
+                from hermes_cli.rendering import output
 
                 output.reset()
             if standalone_mode:
@@ -207,18 +207,10 @@ def build_app() -> Any:
     """Assemble the Typer app from one sub-app per command group."""
     import typer
 
-    from hermes_cli import (
-        backup,
-        completion_install,
-        db,
-        mcp_server,
-        profile,
-        replicate,
-        sessions,
-        usage,
-        vault,
-        watch,
-    )
+    from hermes_cli.apps import watch
+    from hermes_cli.commands import backup, db, profile, replicate, sessions, usage, vault
+    from hermes_cli.completion import completion_install
+    from hermes_cli.mcp import mcp_server
 
     app = typer.Typer(
         name="hermes",
@@ -265,7 +257,7 @@ def build_app() -> Any:
             # Reached only when the app runs without main() (tests); main() strips the flag.
             apply_global_flags(["hermes", "--profile", profile_name])
         if wait is not None or no_wait:
-            from hermes_cli import waiting
+            from hermes_cli.shared import waiting
 
             waiting.set_patience(0.0 if no_wait else wait)
 
@@ -299,10 +291,10 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(ExitCode.OK)
     if rest[:1] == ["__complete"]:
         # Fast path for shell completion: no Typer app, a read-only store at most.
-        from hermes_cli.complete import main as complete
+        from hermes_cli.completion.complete import main as complete
 
         raise SystemExit(complete(rest[1:]))
-    from hermes_cli.environment import beside_agent_warning
+    from hermes_cli.shared.environment import beside_agent_warning
 
     warning = beside_agent_warning()
     if warning:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ISOLATION_INI = "hermes_isolation"
-# The marker's name, also in hermes_state.guard.BYPASS_MARKER (a test checks they agree).
+# The marker's name, also in hermes_state.store.guard.BYPASS_MARKER (a test checks they agree).
 BYPASS_MARKER = "live_system_guard_bypass"
 
 
@@ -41,7 +41,7 @@ def hermes_home(request: pytest.FixtureRequest) -> Iterator[Path | None]:
     if not request.config.getini(ISOLATION_INI):
         yield None
         return
-    from hermes_state import guard, home
+    from hermes_state.store import guard, home
 
     path = request.getfixturevalue("tmp_path") / "hermes_home"
     path.mkdir()

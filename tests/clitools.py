@@ -13,9 +13,9 @@ from support.children import REPO_ROOT, child_env, hermes_argv
 from typer.testing import CliRunner, Result
 
 from hermes_cli.main import build_app
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
-from hermes_state.portability import import_sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.transfer.portability import import_sessions
 
 SAMPLE = REPO_ROOT / "examples" / "sample-sessions.jsonl"
 ANSI_ESCAPE = "\x1b["

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from support.children import child_env
 
-from hermes_state.connection import is_open_in_process
-from hermes_state.db import SessionDB
+from hermes_state.agent.db import SessionDB
+from hermes_state.store.connection import is_open_in_process
 
 # A separate process with the store open: "lock" holds BEGIN IMMEDIATE, "open" only reads.
 # It lets go when the test closes its stdin or after the given number of seconds.

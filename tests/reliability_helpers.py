@@ -140,7 +140,7 @@ def _ready(proc: subprocess.Popen[str], timeout: float = 60.0) -> None:
 
 def prepare_store(db_path: Path) -> None:
     """Create the store (schema and all) before children race to open it."""
-    from hermes_state.connection import open_store
+    from hermes_state.store.connection import open_store
 
     open_store(db_path).close()
 
@@ -278,9 +278,9 @@ def verify_store(
     seed: int = 0,
 ) -> StoreVerdict:
     """Open the store with the library and compare its tokens with the expected ones."""
-    from hermes_state import fts
-    from hermes_state.connection import open_store
-    from hermes_state.search import search_messages
+    from hermes_state.search.search import search_messages
+    from hermes_state.store import fts
+    from hermes_state.store.connection import open_store
 
     expected = list(expected)
     verdict = StoreVerdict()
@@ -455,7 +455,7 @@ def error_lines(stderr: str) -> list[str]:
 
 def file_digest(path: Path) -> str:
     """Return the sha256 of a file that no connection of this process has open."""
-    from hermes_state.connection import is_open_in_process
+    from hermes_state.store.connection import is_open_in_process
 
     assert not is_open_in_process(path), f"{path} is open in this process"
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -539,8 +539,8 @@ def build_search_store(db: Path) -> Path:
     """Create a store with words, punctuation, CJK and tool calls for the search fuzzers."""
     from support.stores import populate_store
 
-    from hermes_state import messages, sessions
-    from hermes_state.connection import open_store
+    from hermes_state.records import messages, sessions
+    from hermes_state.store.connection import open_store
 
     populate_store(db, sessions_n=3, messages_per_session=30)
     with open_store(db) as store:
@@ -606,8 +606,8 @@ def _wait_for_go() -> None:
 
 def writer_main(args: list[str]) -> int:
     """Child: append a known set of messages (single calls or batches), timing every call."""
-    from hermes_state import messages, sessions
-    from hermes_state.connection import open_store
+    from hermes_state.records import messages, sessions
+    from hermes_state.store.connection import open_store
 
     db, w, count, mode, batch, out = (
         args[0],
@@ -654,9 +654,10 @@ def _stdin_closed() -> bool:
 
 def reader_main(args: list[str]) -> int:
     """Child: list, search and export in a loop until stdin closes; record every error."""
-    from hermes_state import portability, sessions
-    from hermes_state.connection import open_store
-    from hermes_state.search import search_messages
+    from hermes_state.records import sessions
+    from hermes_state.search.search import search_messages
+    from hermes_state.store.connection import open_store
+    from hermes_state.transfer import portability
 
     db, r, writers, per_writer, limit_s, out = (
         Path(args[0]),
@@ -705,8 +706,8 @@ def reader_main(args: list[str]) -> int:
 
 def crasher_main(args: list[str]) -> int:
     """Child: append forever, writing each acknowledged token to a file (fsynced) after commit."""
-    from hermes_state import messages, sessions
-    from hermes_state.connection import open_store
+    from hermes_state.records import messages, sessions
+    from hermes_state.store.connection import open_store
 
     db, round_no, ack, seed = Path(args[0]), int(args[1]), args[2], int(args[3])
     rng = random.Random(seed + round_no)
@@ -735,8 +736,8 @@ def crasher_main(args: list[str]) -> int:
 
 def patient_writer_main(args: list[str]) -> int:
     """Child: make one write with the given patience once told to; print what happened as JSON."""
-    from hermes_state import messages
-    from hermes_state.connection import open_store
+    from hermes_state.records import messages
+    from hermes_state.store.connection import open_store
 
     db, sid, patience = Path(args[0]), args[1], float(args[2])
     store = open_store(db)
@@ -776,8 +777,8 @@ def fuzz_main(args: list[str]) -> int:
         suppress_health_check=list(HealthCheck),
     )
     if mode == "library":
-        from hermes_state.connection import open_store
-        from hermes_state.search import SORTS, search_messages
+        from hermes_state.search.search import SORTS, search_messages
+        from hermes_state.store.connection import open_store
 
         store = open_store(target, read_only=True)
 
@@ -809,7 +810,7 @@ def fuzz_main(args: list[str]) -> int:
         from typer.testing import CliRunner
 
         from hermes_cli.main import build_app
-        from hermes_state.query import query_problem
+        from hermes_state.search.query import query_problem
 
         app, runner = build_app(), CliRunner()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_state.db import SessionDB
+from hermes_state.agent.db import SessionDB
 
 T0 = 1_700_000_000.0
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from hermes_state.db import SessionDB
-from hermes_state.errors import LedgerBusyError
+from hermes_state.agent.db import SessionDB
+from hermes_state.store.errors import LedgerBusyError
 
 NOW = time.time()
 DAY = 86400.0

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from hermes_state.db import SessionDB
-from hermes_state.errors import HermesStateError
-from hermes_state.rewind import RewindTargetError, TranscriptChangedError
+from hermes_state.agent.db import SessionDB
+from hermes_state.agent.rewind import RewindTargetError, TranscriptChangedError
+from hermes_state.store.errors import HermesStateError
 
 T0 = 1_700_000_000.0
 CALL = {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{}"}}

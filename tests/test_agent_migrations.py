@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import layout, model_config, schema
-from hermes_state.connection import open_store
-from hermes_state.db import SessionDB
-from hermes_state.errors import UnknownSchemaError
+from hermes_state.agent.db import SessionDB
+from hermes_state.shapes import model_config
+from hermes_state.store import layout, schema
+from hermes_state.store.connection import open_store
+from hermes_state.store.errors import UnknownSchemaError
 
 T0 = 1_700_000_000.0
 TOOL_RESULT = {"role": "tool", "content": "ls output", "tool_call_id": "c1", "tool_name": "ls"}

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from hermes_state import model_config
-from hermes_state.db import SessionDB
-from hermes_state.errors import InvalidTitleError, TitleInUseError
+from hermes_state.agent.db import SessionDB
+from hermes_state.shapes import model_config
+from hermes_state.store.errors import InvalidTitleError, TitleInUseError
 
 T0 = 1_700_000_000.0
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import SessionDB as ExportedSessionDB, maintenance
-from hermes_state.db import SessionDB
-from hermes_state.errors import SessionNotFoundError, TitleInUseError
+from hermes_state import SessionDB as ExportedSessionDB
+from hermes_state.agent.db import SessionDB
+from hermes_state.store.errors import SessionNotFoundError, TitleInUseError
+from hermes_state.upkeep import maintenance
 
 
 @pytest.fixture
@@ -417,7 +418,7 @@ def test_facade_compression_chain_reads_follow_a_rotation(db: SessionDB) -> None
 
 
 def test_facade_finds_an_owned_input_by_its_marker(db: SessionDB) -> None:
-    from hermes_state.ownership import fresh_marker, with_marker
+    from hermes_state.records.ownership import fresh_marker, with_marker
 
     db.create_session("s", "cli")
     marker = fresh_marker()

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from support.children import child_env
 
-from hermes_state import messages, sessions
-from hermes_state.backup import (
+from hermes_state.backups.backup import (
     MANIFEST,
     BackupError,
     UnsafeArchiveError,
     create_backup,
     verify_backup,
 )
-from hermes_state.connection import open_store
-from hermes_state.errors import StoreBusyError
-from hermes_state.restore import restore_backup
+from hermes_state.backups.restore import restore_backup
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.errors import StoreBusyError
 
 
 def make_store(home: Path, n_sessions: int = 2, n_messages: int = 3) -> Path:
@@ -206,8 +206,8 @@ def test_backup_taken_during_continuous_appends_is_a_consistent_prefix(hermes_ho
 
 APPENDER = """
 import sys, time
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
 store = open_store(sys.argv[1])
 deadline = time.monotonic() + float(sys.argv[2])
 print("ready", flush=True)

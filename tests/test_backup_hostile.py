@@ -25,7 +25,7 @@ from hostile_env import (
 )
 from support.stores import crash_with_committed_wal, populate_store, settle
 
-from hermes_state.home import create_profile
+from hermes_state.store.home import create_profile
 
 HOT_JOURNAL = """
 import os, sqlite3, sys

@@ -17,8 +17,9 @@ from types import ModuleType
 import pytest
 from support.children import child_env
 
-from hermes_state import portability, search
-from hermes_state.connection import open_store
+from hermes_state.search import search
+from hermes_state.store.connection import open_store
+from hermes_state.transfer import portability
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH = REPO_ROOT / "bench"
@@ -68,7 +69,7 @@ def test_bench_rank_window_is_the_one_search_ranks(bench: ModuleType) -> None:
 def test_raw_search_sql_returns_the_library_hits(
     bench: ModuleType, generated: Path, query: str, sql: str, ordering: str | None
 ) -> None:
-    from hermes_state import cjk
+    from hermes_state.store import cjk
 
     params = {
         "RAW_WORD_RECENT_SQL": (query,),

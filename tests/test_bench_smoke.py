@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.children import child_env
 
-from hermes_state.connection import open_store
+from hermes_state.store.connection import open_store
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GENERATE = REPO_ROOT / "bench" / "generate.py"

@@ -18,9 +18,9 @@ import pytest
 from clitools import REPO_ROOT, load_sample, run
 from textual import events
 
-from hermes_cli import browse
-from hermes_cli.browse import Browser, Filters, Request
-from hermes_cli.browse_app import (
+from hermes_cli.apps import browse
+from hermes_cli.apps.browse import Browser, Filters, Request
+from hermes_cli.apps.browse_app import (
     AskScreen,
     BrowseApp,
     ConfirmScreen,
@@ -28,8 +28,9 @@ from hermes_cli.browse_app import (
     TranscriptScreen,
     TranscriptView,
 )
-from hermes_state import messages, search, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import messages, sessions
+from hermes_state.search import search
+from hermes_state.store.connection import open_store
 
 NOW = time.time()
 HOUR = 3600.0
@@ -238,7 +239,7 @@ def test_a_result_with_no_screen_left_to_draw_on_is_dropped(store_path: Path) ->
     # result then would raise (NoMatches on a query of the screen) out of the app's loop.
     from textual.widgets import Static
 
-    from hermes_cli.browse_app import _Lane
+    from hermes_cli.apps.browse_app import _Lane
 
     async def body() -> None:
         async with browsing(store_path, "kettle") as (_app, _pilot, screen):
@@ -843,7 +844,7 @@ def _keys_bar(screen: Any) -> str:
 def test_f1_lists_every_key_and_the_keys_bar_always_shows_help_and_quit(
     store_path: Path, width: int
 ) -> None:
-    from hermes_cli.browse_app import BrowseScreen
+    from hermes_cli.apps.browse_app import BrowseScreen
 
     async def body() -> None:
         async with browsing(store_path, "kettle", size=(width, 24)) as (app, pilot, screen):
@@ -911,7 +912,7 @@ def test_help_says_enter_prints_hermes_agents_resume_line_with_print_resume(
 def test_command_help_lists_every_key_of_the_screen_and_names_the_agents_resume_line(
     hermes_home: Path,
 ) -> None:
-    from hermes_cli.browse_app import BrowseScreen, key_label
+    from hermes_cli.apps.browse_app import BrowseScreen, key_label
 
     result = run("sessions", "browse", "--help")
     assert result.exit_code == 0
@@ -949,7 +950,7 @@ def test_status_line_of_a_search_fits_the_terminal(store_path: Path, width: int)
 def test_a_crowded_status_line_keeps_the_count_the_partial_search_and_the_refresh_hint(
     width: int,
 ) -> None:
-    from hermes_state.search import MatchCount
+    from hermes_state.search.search import MatchCount
 
     request = Request(seq=1, view="hits", query="checkpoint", filters=Filters())
     results = browse.Results(

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from clitools import child, load_sample, pty_child
 
-from hermes_cli.layout import display_width
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_cli.rendering.layout import display_width
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
 
 DAY = 86400.0
 SGR = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # colours and line edits (progress)

@@ -17,8 +17,9 @@ import pytest
 from clitools import child, load_sample
 from support.children import REPO_ROOT
 
-from hermes_state import home, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import sessions
+from hermes_state.store import home
+from hermes_state.store.connection import open_store
 
 NEWEST = ["20261201_171845_4e5f60", "20261130_091233_3d4e5f", "20261129_030000_2c3d4e"]
 SOURCES = ["cli", "cron", "discord", "telegram"]

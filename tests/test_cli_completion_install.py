@@ -14,7 +14,7 @@ from clitools import load_sample
 from support.children import REPO_ROOT, child_env, hermes_argv
 from test_cli_complete import NEWEST, zsh_interactive
 
-from hermes_cli import completion_install, docs
+from hermes_cli.completion import completion_install, docs
 
 BASH_COMPLETION = Path("/usr/share/bash-completion/bash_completion")
 

@@ -12,11 +12,11 @@ import pytest
 from clitools import load_sample, run, run_json
 from conftest import Holder
 
-from hermes_cli.exitcodes import ExitCode
 from hermes_cli.main import exit_code_for
-from hermes_state import errors
-from hermes_state.connection import open_store
-from hermes_state.schema import SCHEMA_VERSION
+from hermes_cli.shared.exitcodes import ExitCode
+from hermes_state.store import errors
+from hermes_state.store.connection import open_store
+from hermes_state.store.schema import SCHEMA_VERSION
 
 HoldStore = Callable[..., Holder]
 
@@ -65,7 +65,7 @@ def test_db_check_warns_about_loose_file_modes_without_failing(sample: Path) -> 
 
 
 def test_db_check_names_the_wal_reset_risk_of_a_wal_store(sample: Path) -> None:
-    from hermes_state import journal
+    from hermes_state.store import journal
 
     conn = sqlite3.connect(sample)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -128,7 +128,7 @@ def test_db_optimize_reports_sizes(sample: Path) -> None:
 def test_db_optimize_beside_another_process_skips_a_long_vacuum_and_says_why(
     sample: Path, hold_store: HoldStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hermes_state import maintenance
+    from hermes_state.upkeep import maintenance
 
     monkeypatch.setattr(maintenance, "VACUUM_BESIDE_OTHERS_MAX_BYTES", 0)
     holder = hold_store(sample, "open")
@@ -174,7 +174,7 @@ def test_a_store_newer_than_the_code_is_browsable_with_a_warning(sample: Path) -
 
 
 def test_db_migrate_finishes_a_pending_index_rebuild(sample: Path) -> None:
-    from hermes_state import fts
+    from hermes_state.store import fts
 
     store = open_store(sample)
     try:

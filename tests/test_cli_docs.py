@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from support.children import REPO_ROOT
 
-from hermes_cli import docs
-from hermes_cli.exitcodes import ExitCode
-from hermes_state import home
+from hermes_cli.completion import docs
+from hermes_cli.shared.exitcodes import ExitCode
+from hermes_state.store import home
 
 
 def test_checked_in_completions_man_page_and_readme_tables_are_current(tmp_path: Path) -> None:
@@ -26,7 +26,7 @@ def test_checked_in_completions_man_page_and_readme_tables_are_current(tmp_path:
         if (tmp_path / rel).read_text(encoding="utf-8")
         != (REPO_ROOT / rel).read_text(encoding="utf-8")
     ]
-    assert stale == [], "regenerate with: python -m hermes_cli.docs"
+    assert stale == [], "regenerate with: python -m hermes_cli.completion.docs"
 
 
 def test_readme_tables_name_every_command_and_exit_code() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from support.children import child_env
 
-from hermes_cli import environment
+from hermes_cli.shared import environment
 
 
 def _site(tmp_path: Path, *dist_infos: str) -> Path:

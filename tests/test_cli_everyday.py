@@ -27,7 +27,7 @@ import pytest
 from clitools import REPO_ROOT, child, load_sample
 from support.children import child_env
 
-from hermes_state import home
+from hermes_state.store import home
 
 MESSAGES = 6000
 SEED = 2
@@ -816,8 +816,8 @@ def test_wait_says_once_who_holds_the_lock_and_goes_on_when_it_is_released(
 # its stdin closes, then reports every write's completion time and every failure.
 WRITER_CODE = """
 import json, select, sys, time
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
 
 store = open_store(sys.argv[1])
 sid = sessions.create_session(store, "live-writer", "telegram")

@@ -8,7 +8,7 @@ import re
 import pytest
 from clitools import child, run
 
-from hermes_cli import docs
+from hermes_cli.completion import docs
 
 COMMANDS = [c for c in docs.all_commands(docs.app_doc()) if c.key and not c.children]
 
@@ -171,8 +171,8 @@ def test_stats_prune_optimize_and_check_print_sizes_in_binary_units(hermes_home:
     ],
 )
 def test_library_messages_and_cli_output_write_sizes_alike(size: int, text: str) -> None:
-    from hermes_cli import render
-    from hermes_state import maintenance
+    from hermes_cli.rendering import render
+    from hermes_state.upkeep import maintenance
 
     assert render.human_bytes(size) == text
     assert maintenance._size_text(size) == text

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from clitools import child, pty_child, run
 
-from hermes_cli import sanitize
-from hermes_state import messages, sessions, usage
-from hermes_state.connection import open_store
+from hermes_cli.rendering import sanitize
+from hermes_state.records import messages, sessions
+from hermes_state.reports import usage
+from hermes_state.store.connection import open_store
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"
 OSC0 = "\x1b]0;pwned\x07"

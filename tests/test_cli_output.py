@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from clitools import REPO_ROOT, child, load_sample, pty_child, run
 
-from hermes_cli import docs, output, records
-from hermes_cli.layout import display_width
+from hermes_cli.completion import docs
+from hermes_cli.rendering import output, records
+from hermes_cli.rendering.layout import display_width
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")

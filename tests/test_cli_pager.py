@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from clitools import child, pty_child, run
 
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
 
 LONG = "long_session"
 MESSAGES = 300

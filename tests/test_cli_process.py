@@ -14,17 +14,17 @@ import pytest
 from clitools import ANSI_ESCAPE, child, load_sample
 from support.children import child_env
 
-from hermes_state import home
+from hermes_state.store import home
 
 NEVER_AT_START = (
     "rich",
     "sqlite3",
     "_sqlite3",
-    "hermes_state.db",
-    "hermes_state.connection",
+    "hermes_state.agent.db",
+    "hermes_state.store.connection",
     "textual",
-    "hermes_cli.browse",
-    "hermes_cli.browse_app",
+    "hermes_cli.apps.browse",
+    "hermes_cli.apps.browse_app",
 )
 
 MODULE_DUMP = """
@@ -73,7 +73,7 @@ def test_start_up_does_not_import_rich_or_the_storage_layer(flag: str) -> None:
 )
 def test_only_sessions_browse_itself_imports_textual(hermes_home: Path, args: tuple[str]) -> None:
     loaded = _modules_loaded_by(*args)
-    assert "hermes_cli.sessions" in loaded
+    assert "hermes_cli.commands.sessions" in loaded
     assert sorted(m for m in loaded if m.split(".")[0] == "textual") == []
 
 
@@ -184,7 +184,7 @@ def test_a_fresh_profile_stays_empty_on_disk(hermes_home: Path) -> None:
 
 
 def test_warnings_go_to_a_private_errors_log_created_on_demand(hermes_home: Path) -> None:
-    from hermes_state import journal
+    from hermes_state.store import journal
 
     if not journal.wal_reset_vulnerable():
         pytest.skip("this SQLite has the WAL-reset fix: configured WAL draws no warning")

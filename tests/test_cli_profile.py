@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from clitools import run, run_json
 
-from hermes_cli import records
-from hermes_state import home
+from hermes_cli.rendering import records
+from hermes_state.store import home
 
 
 def test_profile_create_makes_the_directory(hermes_home: Path) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hermes_cli import durations, layout, render
+from hermes_cli.rendering import layout, render
+from hermes_cli.shared import durations
 
 NOW = 1_800_000_000.0
 

@@ -11,9 +11,10 @@ from clitools import ANSI_ESCAPE, SAMPLE, load_sample, run, run_json, sample_rec
 from support.damage import table_pages, zero_pages
 from support.stores import populate_store
 
-from hermes_state import messages, portability, sessions
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.transfer import portability
 
 DOCKER = "20261118_091502_a1c9e2"
 TOKYO = "20261119_073011_b7d401"
@@ -585,7 +586,7 @@ def test_read_only_commands_leave_the_store_untouched(sample: Path, args: tuple[
 
 
 def test_show_json_is_the_export_record_in_the_documented_vocabulary(sample: Path) -> None:
-    from hermes_cli import records
+    from hermes_cli.rendering import records
 
     with open_store(sample, read_only=True) as store:
         record = portability.export_session(store, TOKYO)
@@ -663,7 +664,7 @@ def test_a_bad_since_is_a_usage_error_naming_the_flag(sample: Path, command: str
 
 
 def test_rename_by_a_lineage_title_is_refused_naming_the_numbered_session(sample: Path) -> None:
-    from hermes_state.db import SessionDB
+    from hermes_state.agent.db import SessionDB
 
     with SessionDB(sample) as db:
         db.set_session_title("20261122_101500_e11b20", None)  # "Refactor search module" is gone

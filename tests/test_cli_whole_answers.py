@@ -18,7 +18,7 @@ from clitools import child, load_sample, run
 from support.children import child_env, hermes_argv
 from support.stores import populate_store
 
-from hermes_state.home import default_db_path
+from hermes_state.store.home import default_db_path
 
 TRAVEL = "20261130_091233_3d4e5f"
 
@@ -31,8 +31,8 @@ def sample(hermes_home: Path) -> Path:
 
 def _many_hits(db: Path, n: int = 45) -> None:
     """Add one session of n user messages that all hold the word zeppelin."""
-    from hermes_state import messages, sessions
-    from hermes_state.connection import open_store
+    from hermes_state.records import messages, sessions
+    from hermes_state.store.connection import open_store
 
     with open_store(db) as store:
         sessions.create_session(store, "zep", "cli", started_at=1_764_000_000.0)
@@ -252,7 +252,7 @@ def test_calendar_words_name_the_midnight_that_starts_the_period(
 ) -> None:
     from datetime import datetime
 
-    from hermes_cli.durations import parse_cutoff
+    from hermes_cli.shared.durations import parse_cutoff
 
     now = datetime(2026, 12, 13, 12, 0).timestamp()
     assert parse_cutoff(text, now=now) == datetime(*expected).timestamp()
@@ -261,7 +261,7 @@ def test_calendar_words_name_the_midnight_that_starts_the_period(
 def test_mo_and_y_count_calendar_months_back() -> None:
     from datetime import datetime
 
-    from hermes_cli.durations import DurationError, parse_cutoff
+    from hermes_cli.shared.durations import DurationError, parse_cutoff
 
     now = datetime(2026, 3, 31, 9, 30).timestamp()
     assert parse_cutoff("1mo", now=now) == datetime(2026, 2, 28, 9, 30).timestamp()
@@ -374,7 +374,7 @@ def test_resume_command_takes_the_agent_from_the_environment_and_the_profile(
     hermes_home: Path, tmp_path: Path
 ) -> None:
     assert run("profile", "create", "work").exit_code == 0
-    from hermes_state.home import profile_home
+    from hermes_state.store.home import profile_home
 
     load_sample(profile_home("work") / "state.db")
     result = child(
@@ -594,8 +594,8 @@ def test_a_marked_cjk_match_is_never_split_across_lines(sample: Path) -> None:
 def test_a_long_role_is_cut_before_the_session_title(hermes_home: Path) -> None:
     from clitools import pty_child
 
-    from hermes_state import messages, sessions
-    from hermes_state.connection import open_store
+    from hermes_state.records import messages, sessions
+    from hermes_state.store.connection import open_store
 
     with open_store(default_db_path()) as store:
         sessions.create_session(store, "t1", "cli", started_at=1_764_000_000.0)

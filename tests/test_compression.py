@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from hermes_state import fts
-from hermes_state.compression import (
+from hermes_state.agent.compression import (
     CompressionError,
     compact_session,
     compression_ancestors,
@@ -15,12 +14,13 @@ from hermes_state.compression import (
     compression_tip,
     rotate_session,
 )
-from hermes_state.connection import Store
-from hermes_state.conversation import get_messages_as_conversation
-from hermes_state.db import SessionDB
-from hermes_state.errors import SessionNotFoundError
-from hermes_state.messages import append_messages, get_messages
-from hermes_state.sessions import create_session, end_session, get_session
+from hermes_state.agent.db import SessionDB
+from hermes_state.records.conversation import get_messages_as_conversation
+from hermes_state.records.messages import append_messages, get_messages
+from hermes_state.records.sessions import create_session, end_session, get_session
+from hermes_state.store import fts
+from hermes_state.store.connection import Store
+from hermes_state.store.errors import SessionNotFoundError
 
 T0 = 1_700_000_000.0
 

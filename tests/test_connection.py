@@ -16,15 +16,15 @@ import pytest
 from conftest import Holder
 from support.children import child_env
 
-from hermes_state import journal
-from hermes_state.connection import (
+from hermes_state.agent.db import SessionDB
+from hermes_state.store import journal
+from hermes_state.store.connection import (
     ACTIVITY_WRITE_PATIENCE_S,
     open_store,
     read_only_uri,
     secure_store_files,
 )
-from hermes_state.db import SessionDB
-from hermes_state.errors import (
+from hermes_state.store.errors import (
     HermesStateError,
     StoreCorruptError,
     StoreLockedError,
@@ -32,7 +32,7 @@ from hermes_state.errors import (
     StoreReadOnlyError,
     is_lock_error,
 )
-from hermes_state.schema import SCHEMA_VERSION, stored_version
+from hermes_state.store.schema import SCHEMA_VERSION, stored_version
 
 SIDECARS = ("-wal", "-shm")
 GARBAGE = b"this is not an SQLite database, just some text that got written here\n" * 20
@@ -371,7 +371,7 @@ def test_writable_connection_pragmas(db_path: Path) -> None:
 def test_an_edit_handle_reads_with_the_commands_patience(
     db_path: Path, wait: float | None, want_ms: int
 ) -> None:
-    from hermes_state.connection import Waiting
+    from hermes_state.store.connection import Waiting
 
     open_store(db_path).close()
     with open_store(db_path, role="edit", waiting=Waiting(patience=wait)) as store:
@@ -389,7 +389,7 @@ def test_read_only_connection_busy_timeout_is_5000_ms(populated: Path) -> None:
 
 WRITER_CODE = """
 import sys, time
-from hermes_state.db import SessionDB
+from hermes_state.agent.db import SessionDB
 path, sid, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 with SessionDB(path) as db:
     db.create_session(sid, "cli")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from clitools import child
 
-from hermes_state.connection import open_store
-from hermes_state.messages import append_messages
-from hermes_state.sessions import create_session
+from hermes_state.records.messages import append_messages
+from hermes_state.records.sessions import create_session
+from hermes_state.store.connection import open_store
 
 OLD = 1_600_000_000.0  # 2020: older than any prune cutoff below
 

@@ -17,7 +17,7 @@ from clitools import child, load_sample, run
 from support.damage import damage, table_pages, zero_pages
 from support.stores import bundle_digest, count_rows, settle
 
-from hermes_state.diagnosis import wal_state
+from hermes_state.store.diagnosis import wal_state
 
 
 @pytest.fixture

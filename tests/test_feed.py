@@ -17,14 +17,15 @@ import pytest
 from clitools import child, run
 from support.children import child_env
 
-from hermes_state import messages, portability, sessions
-from hermes_state.connection import Store, open_store
-from hermes_state.home import default_db_path
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.transfer import portability
 
 WRITER = """
 import sys, time
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
 
 path, count, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 store = open_store(path)

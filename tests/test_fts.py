@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from support.upstream30 import build_upstream30
 
-from hermes_state import cjk, fts, messages, meta, sessions
-from hermes_state.connection import Store, open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store import cjk, fts, meta
+from hermes_state.store.connection import Store, open_store
 
 
 @pytest.fixture

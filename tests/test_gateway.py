@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from hermes_state import gateway, sessions_json
-from hermes_state.connection import Store
-from hermes_state.db import SessionDB
-from hermes_state.text import scrub_surrogates
+from hermes_state.agent import gateway
+from hermes_state.agent.db import SessionDB
+from hermes_state.shapes import sessions_json
+from hermes_state.shapes.text import scrub_surrogates
+from hermes_state.store.connection import Store
 
 KEY = "agent:main:telegram:dm:chat-1"
 PEER: dict[str, Any] = {

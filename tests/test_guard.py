@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import guard, home
+from hermes_state.store import guard, home
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TEST_ENV = ("PYTEST_CURRENT_TEST", "PYTEST_VERSION", "HERMES_TEST_ISOLATION")
 CHILD_CODE = (
-    "from hermes_state.guard import check_store_path, real_hermes_root\n"
+    "from hermes_state.store.guard import check_store_path, real_hermes_root\n"
     "check_store_path(real_hermes_root() / 'state.db')\n"
     "print('opened')\n"
 )

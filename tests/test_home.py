@@ -10,9 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from hermes_cli.argv import FlagError, take_global_flags
-from hermes_state import home
-from hermes_state.errors import InvalidProfileNameError, ProfileExistsError, ProfileNotFoundError
+from hermes_cli.shared.argv import FlagError, take_global_flags
+from hermes_state.store import home
+from hermes_state.store.errors import (
+    InvalidProfileNameError,
+    ProfileExistsError,
+    ProfileNotFoundError,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 posix_only = pytest.mark.skipif(os.name == "nt", reason="HOME decides the default only on POSIX")
@@ -364,7 +368,7 @@ def test_display_of_given_path_under_user_home(user_home: Path) -> None:
     assert home.display_hermes_home(user_home / "x" / "y") == "~/x/y"
 
 
-# --- -p/--profile (hermes_cli.argv) and select_profile ----------------------------------------
+# --- -p/--profile (hermes_cli.shared.argv) and select_profile ------------------------------
 
 
 def _apply(argv: list[str], env: dict[str, str]) -> list[str]:
@@ -503,7 +507,7 @@ def test_child_process_resolves_parent_override(tmp_path: Path) -> None:
         env = home.child_environment({"PYTHONPATH": str(REPO_ROOT)})
     finally:
         home.reset_hermes_home_override(token)
-    code = "from hermes_state.home import get_hermes_home; print(get_hermes_home())"
+    code = "from hermes_state.store.home import get_hermes_home; print(get_hermes_home())"
     result = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )

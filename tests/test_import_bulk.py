@@ -1,7 +1,7 @@
 """Bulk import (portability + bulkload): batches indexed at once, killed imports and resumption.
 
 An import writes whole sessions in batches, each one transaction with its word and substring
-indexing deferred to the end of the batch (hermes_state.bulkload). These tests kill a real
+indexing deferred to the end of the batch (hermes_state.store.bulkload). These tests kill a real
 `hermes sessions import` child with SIGKILL while it writes, then check that the store holds
 whole sessions only, that every index matches the rows and that running the import again
 completes it.
@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 from support.children import child_env
 
-from hermes_state import bulkload, fts, portability, search
-from hermes_state.connection import open_store
+from hermes_state.search import search
+from hermes_state.store import bulkload, fts
+from hermes_state.store.connection import open_store
+from hermes_state.transfer import portability
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SESSIONS = 120

@@ -16,10 +16,12 @@ import pytest
 from clitools import load_sample, run
 from typer.testing import Result
 
-from hermes_state import maintenance, messages, portability, sessions
-from hermes_state.connection import Store, open_store
-from hermes_state.home import default_db_path
-from hermes_state.import_target import prompt_hash
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.transfer import portability
+from hermes_state.transfer.import_target import prompt_hash
+from hermes_state.upkeep import maintenance
 
 DOCKER = "20261118_091502_a1c9e2"
 NO_TEXT_NOTE = "sessions.system_prompt_hash (no prompt text in the file) (1)"

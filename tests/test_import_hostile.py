@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from hostile_env import hermes
 
-from hermes_state import ledger, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import ledger, sessions
+from hermes_state.store.connection import open_store
 
 
 def good(sid: str, text: str = "hello") -> str:

@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from clitools import child, run
 
-from hermes_state import messages, portability, sessions, vault, vault_import
-from hermes_state.connection import Store, open_store
-from hermes_state.db import SessionDB
-from hermes_state.home import default_db_path
+from hermes_state.agent.db import SessionDB
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.transfer import portability
+from hermes_state.vault import vault, vault_import
 
 OLD = time.time() - 400 * 86400
 RECENT = time.time() - 2 * 86400

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hermes_state import journal
+from hermes_state.store import journal
 
 
 class Traced(sqlite3.Connection):

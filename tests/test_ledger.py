@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 from support.children import child_env
 
-from hermes_state import ledger
-from hermes_state.connection import Store
-from hermes_state.db import SessionDB
-from hermes_state.errors import SessionNotFoundError
-from hermes_state.ledger import (
+from hermes_state.agent.db import SessionDB
+from hermes_state.records import ledger
+from hermes_state.records.ledger import (
     AdmissionConflictError,
     LedgerNotFoundError,
     LedgerStateError,
@@ -24,7 +22,9 @@ from hermes_state.ledger import (
     ReceiptSequenceError,
     StaleEpochError,
 )
-from hermes_state.sessions import create_session
+from hermes_state.records.sessions import create_session
+from hermes_state.store.connection import Store
+from hermes_state.store.errors import SessionNotFoundError
 
 
 @pytest.fixture
@@ -97,8 +97,8 @@ def test_resolving_the_unknown_admission_lets_the_next_one_run(store: Store) -> 
 def test_owner_killed_mid_turn_leaves_unknown_for_the_next_owner(db_path: Path) -> None:
     code = (
         "import os, sys, time\n"
-        "from hermes_state import ledger\n"
-        "from hermes_state.db import SessionDB\n"
+        "from hermes_state.records import ledger\n"
+        "from hermes_state.agent.db import SessionDB\n"
         "db = SessionDB(sys.argv[1])\n"
         "db.create_session('s1', 'telegram')\n"
         "epoch = ledger.begin_owner_epoch(db.store, 'gw-old')\n"

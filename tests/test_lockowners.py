@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from conftest import ask_for_wal
 
-from hermes_state import lockowners
-from hermes_state.connection import open_store
-from hermes_state.errors import StoreLockedError
-from hermes_state.lockowners import (
+from hermes_state.store import lockowners
+from hermes_state.store.connection import open_store
+from hermes_state.store.errors import StoreLockedError
+from hermes_state.store.lockowners import (
     OFD_OWNER,
     decode_range,
     lock_holders,
@@ -254,23 +254,23 @@ def test_patience_exhaustion_logs_one_warning_naming_the_holder(
     store = open_store(db)
     try:
         with child(HOLD_SCRIPT, str(db), "write") as proc:
-            caplog.set_level(logging.WARNING, logger="hermes_state.lockowners")
+            caplog.set_level(logging.WARNING, logger="hermes_state.store.lockowners")
             with pytest.raises(StoreLockedError):
                 store.write(
                     lambda c: c.execute("INSERT INTO state_meta VALUES ('k', 'v')"), patience=0.5
                 )
     finally:
         store.close()
-    warnings = [r for r in caplog.records if r.name == "hermes_state.lockowners"]
+    warnings = [r for r in caplog.records if r.name == "hermes_state.store.lockowners"]
     assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
     assert f"PID {proc.pid} (" in warnings[0].getMessage()
     assert "holds WAL write lock on state.db-shm" in warnings[0].getMessage()
 
 
 def test_log_write_lock_holders_never_raises(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="hermes_state.lockowners")
+    caplog.set_level(logging.WARNING, logger="hermes_state.store.lockowners")
     log_write_lock_holders("bad\0path/state.db", 1.0)  # os.stat raises ValueError on NUL
-    messages = [r.getMessage() for r in caplog.records if r.name == "hermes_state.lockowners"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "hermes_state.store.lockowners"]
     assert len(messages) == 1 and "could not be inspected" in messages[0]
 
 
@@ -278,9 +278,9 @@ def test_log_write_lock_holders_never_raises(caplog: pytest.LogCaptureFixture) -
 def test_log_write_lock_holders_says_when_nobody_holds_the_lock(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="hermes_state.lockowners")
+    caplog.set_level(logging.WARNING, logger="hermes_state.store.lockowners")
     log_write_lock_holders(wal_store(tmp_path), 3.0)
-    messages = [r.getMessage() for r in caplog.records if r.name == "hermes_state.lockowners"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "hermes_state.store.lockowners"]
     assert messages == [
         "state.db write lock unavailable for 3s (state.db): " + lockowners.NO_WRITE_HOLDER
     ]

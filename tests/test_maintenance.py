@@ -10,14 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import fts, ledger, maintenance
-from hermes_state.compression import rotate_session
-from hermes_state.connection import Store
-from hermes_state.db import SessionDB
-from hermes_state.errors import LedgerBusyError, SessionNotFoundError, StoreBusyError
-from hermes_state.maintenance import clear_messages, delete_session, optimize, prune_sessions
-from hermes_state.messages import append_messages, get_messages
-from hermes_state.sessions import create_session, end_session, get_session
+from hermes_state.agent.compression import rotate_session
+from hermes_state.agent.db import SessionDB
+from hermes_state.records import ledger
+from hermes_state.records.messages import append_messages, get_messages
+from hermes_state.records.sessions import create_session, end_session, get_session
+from hermes_state.store import fts
+from hermes_state.store.connection import Store
+from hermes_state.store.errors import LedgerBusyError, SessionNotFoundError, StoreBusyError
+from hermes_state.upkeep import maintenance
+from hermes_state.upkeep.maintenance import clear_messages, delete_session, optimize, prune_sessions
 
 NOW = time.time()
 OLD = NOW - 200 * 86400
@@ -529,7 +531,7 @@ def ten_sessions(db_path: Path) -> Path:
 def _delete_and_reclaim(
     db_path: Path, numbers: range, **options: bool
 ) -> maintenance.OptimizeResult:
-    from hermes_state.connection import open_store
+    from hermes_state.store.connection import open_store
 
     with open_store(db_path, role="edit") as store:
         maintenance.require_intact(store)

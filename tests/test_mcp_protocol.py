@@ -14,10 +14,10 @@ import pytest
 from clitools import load_sample
 from support.mcp_raw import raw_server, write_locked
 
-from hermes_cli.mcp_server import MAX_RESULT_BYTES
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_cli.mcp.mcp_server import MAX_RESULT_BYTES
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
 
 
 def cancel(client: Any, id_: int) -> None:

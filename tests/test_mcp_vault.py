@@ -2,7 +2,7 @@
 list_sessions only with vault=true, get_session falls back to it; "vault" is the year or null.
 
 Driven by the MCP SDK's own client over stdio, on a real store whose old sessions were moved by
-the library's own move (hermes_state.vault.move_sessions).
+the library's own move (hermes_state.vault.vault.move_sessions).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from clitools import run_json
 from mcp import ClientSession
 from test_mcp import data, drive, error, fake_key
 
-from hermes_state import vault
-from hermes_state.connection import Store, open_store
-from hermes_state.home import default_db_path
-from hermes_state.messages import append_messages
-from hermes_state.sessions import create_session, end_session, set_session_title
+from hermes_state.records.messages import append_messages
+from hermes_state.records.sessions import create_session, end_session, set_session_title
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault
 
 NOW = time.time()
 OLD = NOW - 400 * 86400

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from hermes_state.db import SessionDB
-from hermes_state.errors import SessionNotFoundError
+from hermes_state.agent.db import SessionDB
+from hermes_state.store.errors import SessionNotFoundError
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 

@@ -8,20 +8,20 @@ from typing import Any
 
 import pytest
 
-from hermes_state.compression import compact_session, rotate_session
-from hermes_state.connection import Store
-from hermes_state.conversation import get_messages_as_conversation
-from hermes_state.db import SessionDB
-from hermes_state.messages import append_message, get_messages
-from hermes_state.ownership import (
+from hermes_state.agent.compression import compact_session, rotate_session
+from hermes_state.agent.db import SessionDB
+from hermes_state.records.conversation import get_messages_as_conversation
+from hermes_state.records.messages import append_message, get_messages
+from hermes_state.records.ownership import (
     OwnershipLookupError,
     find_owned_input,
     fresh_marker,
     platform_marker,
     with_marker,
 )
-from hermes_state.schema import ADDITION_INDEX_DDL
-from hermes_state.sessions import create_session
+from hermes_state.records.sessions import create_session
+from hermes_state.store.connection import Store
+from hermes_state.store.schema import ADDITION_INDEX_DDL
 
 KEY = ("telegram", "coder", "dm", "42", None, "9001")
 

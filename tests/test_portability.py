@@ -1,4 +1,5 @@
-"""Export and import (hermes_state.portability): streaming writers and an exact round trip."""
+"""Export and import (hermes_state.transfer.portability): streaming writers and an exact round
+trip."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from typing import Any
 import pytest
 from clitools import SAMPLE, load_sample, sample_records
 
-from hermes_state import messages, portability, sessions
-from hermes_state.connection import Store, open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import Store, open_store
+from hermes_state.transfer import portability
 
 
 @pytest.fixture

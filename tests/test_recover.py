@@ -17,10 +17,10 @@ import pytest
 from support import damage, stores
 from test_recover_hang import hard_time_limit  # noqa: F401 (autouse: no test runs unbounded)
 
-from hermes_state import schema
-from hermes_state.connection import open_store
-from hermes_state.errors import StoreNotFoundError
-from hermes_state.recover import PLACEHOLDER_TITLE, RecoveryError, recover
+from hermes_state.recover.recover import PLACEHOLDER_TITLE, RecoveryError, recover
+from hermes_state.store import schema
+from hermes_state.store.connection import open_store
+from hermes_state.store.errors import StoreNotFoundError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -287,7 +287,7 @@ def test_recover_of_a_source_being_written_reads_a_consistent_snapshot(
 def test_recover_that_cannot_take_a_snapshot_of_a_changing_source_refuses(
     big_source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hermes_state import recover_source
+    from hermes_state.recover import recover_source
 
     def changing(source: Path, work: Path, report: object) -> Path:
         raise recover_source.SourceChanging("state.db changed while it was being copied")
@@ -512,7 +512,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))  # bench/ is scripts in the checkout, not a package
 
 from bench import recover_matrix as matrix  # noqa: E402
-from hermes_state import lost_and_found  # noqa: E402
+from hermes_state.recover import lost_and_found  # noqa: E402
 
 
 def _apply(step: Callable[..., None], db: Path, tmp_path: Path) -> None:

@@ -25,10 +25,10 @@ from test_recover_hang import (
     recover_child,
 )
 
-from hermes_state.recover_expect import PLACEHOLDER_GLOB
-from hermes_state.recover_report import BASES
-from hermes_state.recover_source import DERIVED_META_KEYS
-from hermes_state.sql import quote
+from hermes_state.recover.recover_expect import PLACEHOLDER_GLOB
+from hermes_state.recover.recover_report import BASES
+from hermes_state.recover.recover_source import DERIVED_META_KEYS
+from hermes_state.store.sql import quote
 
 ESTIMATE_TOLERANCE = 0.02  # how far an estimated expected count may be from the true one
 PLACEHOLDER_SQL = "source = 'recovered' AND title GLOB ?"

@@ -26,8 +26,8 @@ import pytest
 from support import stores
 from support.children import child_env, hermes_argv
 
-from hermes_state.recover_report import Verification
-from hermes_state.recover_verify import IndexCheck
+from hermes_state.recover.recover_report import Verification
+from hermes_state.recover.recover_verify import IndexCheck
 
 RECOVER_TEST_LIMIT_S = 180  # any one recover test; a recovery here takes seconds
 CHILD_TIMEOUT_S = 60  # one `hermes sessions recover` of a test store

@@ -19,7 +19,7 @@ from support import stores
 from support.children import child_env, hermes_argv
 from test_recover_hang import hard_time_limit  # noqa: F401 (autouse: no test runs unbounded)
 
-from hermes_state.recover import WORK_PREFIX
+from hermes_state.recover.recover import WORK_PREFIX
 
 
 def hermes(home: Path, *args: str | bytes) -> subprocess.CompletedProcess[bytes]:
@@ -114,7 +114,7 @@ def test_recover_refuses_to_create_a_whole_missing_path(wal_store: Path, tmp_pat
 
 SLOW_RECOVER = """
 import sys, time
-from hermes_state import recover as r
+from hermes_state.recover import recover as r
 real = r.take_source
 def slow(source, work, report):
     out = real(source, work, report)

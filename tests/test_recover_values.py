@@ -24,8 +24,8 @@ from test_recover_hang import (
     recover_child,
 )
 
-from hermes_state import pages
-from hermes_state.lost_and_found import DAMAGED_VALUE
+from hermes_state.recover import pages
+from hermes_state.recover.lost_and_found import DAMAGED_VALUE
 
 
 def ro(db: Path) -> sqlite3.Connection:

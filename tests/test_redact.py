@@ -1,4 +1,5 @@
-"""Redaction (hermes_state.redact): real secret shapes become [REDACTED:kind]; look-alikes the
+"""Redaction (hermes_state.reports.redact): real secret shapes become [REDACTED:kind]; look-alikes
+the
 store is full of (hashes, git SHAs, uuids, message uids, base64 images, session ids) survive.
 
 Every secret here is made up, and each is assembled at run time from a prefix and seeded random
@@ -18,8 +19,8 @@ import uuid
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from hermes_state import redact as lib
-from hermes_state.messages import new_uid
+from hermes_state.records.messages import new_uid
+from hermes_state.reports import redact as lib
 
 ALNUM = string.ascii_letters + string.digits
 URLSAFE = ALNUM + "-_"
@@ -330,7 +331,7 @@ def test_structured_content_keeps_its_shape() -> None:
 
 
 def test_stored_structured_content_stays_behind_its_marker() -> None:
-    from hermes_state.content import STRUCTURED_SENTINEL, decode_content, encode_content
+    from hermes_state.shapes.content import STRUCTURED_SENTINEL, decode_content, encode_content
 
     stored = encode_content([{"type": "text", "text": "password=hunter22"}])
     out = lib.redact_value(stored)
@@ -361,7 +362,7 @@ def test_a_message_has_content_reasoning_and_tool_calls_redacted() -> None:
 
 
 def test_a_session_title_and_prompt_are_redacted_and_the_prompt_hash_follows() -> None:
-    from hermes_state.import_target import prompt_hash
+    from hermes_state.transfer.import_target import prompt_hash
 
     prompt = "You deploy with GITHUB_TOKEN=" + rand(40)
     row = {

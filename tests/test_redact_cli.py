@@ -9,10 +9,10 @@ from pathlib import Path
 
 from clitools import load_sample, run
 
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
-from hermes_state.portability import import_sessions
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.transfer.portability import import_sessions
 
 SID = "20261203_090000_secret"
 

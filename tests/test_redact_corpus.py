@@ -16,9 +16,10 @@ from mcp import ClientSession
 from support.secret_corpus import Case, leaked, look_alike_cases, secret_cases
 from test_mcp import CALL_TIMEOUT_S, data, server
 
-from hermes_state import messages, redact, sessions
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_state.records import messages, sessions
+from hermes_state.reports import redact
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
 
 SID = "20261206_120000_corpus"
 REPO_ROOT = Path(__file__).resolve().parents[1]

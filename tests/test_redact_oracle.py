@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.secret_corpus import Case, look_alike_cases, secret_cases
 
-from hermes_state import redact
+from hermes_state.reports import redact
 
 detect_secrets = pytest.importorskip(
     "detect_secrets", reason="detect-secrets: pip install '.[test]'"

@@ -11,7 +11,7 @@ import pytest
 from hostile_env import assert_one_line_error, digest, hermes, listing
 from support.stores import populate_store, settle
 
-from hermes_state import layout, releases, schema
+from hermes_state.store import layout, releases, schema
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample-sessions.jsonl"
 WRITES = {

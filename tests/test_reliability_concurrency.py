@@ -24,9 +24,9 @@ from reliability_helpers import (
     verify_store,
 )
 
-from hermes_state import messages, sessions
-from hermes_state.connection import ACTIVITY_WRITE_PATIENCE_S, open_store
-from hermes_state.errors import StoreLockedError
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import ACTIVITY_WRITE_PATIENCE_S, open_store
+from hermes_state.store.errors import StoreLockedError
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not Path("/proc/locks").exists(),
@@ -199,14 +199,14 @@ def test_exhausted_patience_logs_the_holder_pid_exactly_once(
     contended_store: Path, hold_store: Callable[..., Holder], caplog: pytest.LogCaptureFixture
 ) -> None:
     holder = hold_store(contended_store, "lock", HOLD_S)
-    caplog.set_level(logging.WARNING, logger="hermes_state.lockowners")
+    caplog.set_level(logging.WARNING, logger="hermes_state.store.lockowners")
     with open_store(contended_store) as store, pytest.raises(StoreLockedError):
         store.write(
             lambda c: messages.insert_messages(c, "contended", [{"role": "user", "content": "x"}]),
             patience=1.0,
         )
     holder.release()
-    records = [r for r in caplog.records if r.name == "hermes_state.lockowners"]
+    records = [r for r in caplog.records if r.name == "hermes_state.store.lockowners"]
     assert len(records) == 1, [r.getMessage() for r in records]
     assert records[0].levelno == logging.WARNING
     assert f"PID {holder.proc.pid}" in records[0].getMessage()

@@ -32,10 +32,10 @@ from support.stores import populate_store
 from typer.testing import CliRunner
 
 from hermes_cli.main import build_app
-from hermes_state import messages, sessions
-from hermes_state.backup import create_backup
-from hermes_state.connection import Store, open_store
-from hermes_state.search import search_messages
+from hermes_state.backups.backup import create_backup
+from hermes_state.records import messages, sessions
+from hermes_state.search.search import search_messages
+from hermes_state.store.connection import Store, open_store
 
 RUNNER = CliRunner()
 APP = build_app()
@@ -104,8 +104,9 @@ def test_search_for_a_wildcard_term_next_to_another_term_does_not_crash_the_proc
     search_db: Path, query: str
 ) -> None:
     code = (
-        "import sys; from pathlib import Path; from hermes_state.connection import open_store;"
-        " from hermes_state.search import search_messages;"
+        "import sys; from pathlib import Path;"
+        " from hermes_state.store.connection import open_store;"
+        " from hermes_state.search.search import search_messages;"
         " s = open_store(Path(sys.argv[1]), read_only=True);"
         " print(len(search_messages(s, sys.argv[2], limit=5)))"
     )

@@ -15,7 +15,7 @@ from conftest import Holder
 from reliability_helpers import file_state, run_cli, tree_listing
 from support.stores import crash_with_committed_wal, populate_store, settle
 
-from hermes_state.home import create_profile
+from hermes_state.store.home import create_profile
 
 SHOWN = "sess-1-00000"
 READ_ONLY_COMMANDS: dict[str, list[str]] = {

@@ -1,4 +1,4 @@
-"""Healing a store whose schema SQLite cannot load (hermes_state.repair)."""
+"""Healing a store whose schema SQLite cannot load (hermes_state.agent.repair)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import Holder
 
-from hermes_state import repair
-from hermes_state.db import SessionDB
+from hermes_state.agent import repair
+from hermes_state.agent.db import SessionDB
 
 DATA_TABLES = ("sessions", "messages", "state_meta")
 GARBAGE = b"SQLite format 3\x00" + b"\x00\xde\xad\xbe\xef" * 200

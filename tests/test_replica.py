@@ -15,8 +15,8 @@ from clitools import run
 from support.children import child_env, hermes_argv
 from support.stores import make_wal_store, populate_store
 
-from hermes_state import replica
-from hermes_state.replica_status import ReplicaStatus
+from hermes_state.backups import replica
+from hermes_state.backups.replica_status import ReplicaStatus
 
 
 def _mode(db: Path) -> str:

@@ -36,9 +36,9 @@ from support.legacy_layout import make_legacy
 from support.stores import crash_with_committed_wal, populate_store, settle
 from support.upstream30 import build_upstream30
 
-from hermes_state import store_objects
-from hermes_state.backup import create_backup
-from hermes_state.restore import prepare_restore, restore_backup
+from hermes_state.backups.backup import create_backup
+from hermes_state.backups.restore import prepare_restore, restore_backup
+from hermes_state.store import store_objects
 
 
 def count(db: Path, table: str) -> int:
@@ -150,8 +150,8 @@ def test_restore_refuses_a_genuine_store_whose_kind_was_edited(
 
 WRITER = """
 import sys, time
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
 store = open_store(sys.argv[1])
 sid = f"writer-{sys.argv[2]}"
 sessions.create_session(store, sid, "cli")

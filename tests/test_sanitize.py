@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from hermes_state.search import MAX_QUERY_CHARS, parse_query, sanitize_fts5_query
+from hermes_state.search.search import MAX_QUERY_CHARS, parse_query, sanitize_fts5_query
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,10 @@ import pytest
 from support import upstream30
 from support.upstream30 import build_upstream30, dump_table, table_names
 
-from hermes_state import migrations, schema
-from hermes_state.connection import open_store
-from hermes_state.db import SessionDB
-from hermes_state.errors import SchemaTooNewError
+from hermes_state.agent.db import SessionDB
+from hermes_state.store import migrations, schema
+from hermes_state.store.connection import open_store
+from hermes_state.store.errors import SchemaTooNewError
 
 # SPEC §4, without the FTS tables (owned by the search work) and the lazy delivery_obligations.
 SPEC_TABLES = {

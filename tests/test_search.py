@@ -13,9 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support.children import child_env
 
-from hermes_state import cjk, fts, messages, search, sessions
-from hermes_state.connection import Store, open_store
-from hermes_state.search import HIT_KEYS, search_messages
+from hermes_state.records import messages, sessions
+from hermes_state.search import search
+from hermes_state.search.search import HIT_KEYS, search_messages
+from hermes_state.store import cjk, fts
+from hermes_state.store.connection import Store, open_store
 
 
 @pytest.fixture
@@ -485,8 +487,9 @@ def test_wildcard_term_next_to_another_term_finds_substrings_without_crashing(
     store.close()
     # In a child: SQLite 3.40's trigram LIKE crashes on '%ab_c%' next to another LIKE.
     code = (
-        "import sys; from pathlib import Path; from hermes_state.connection import open_store;"
-        " from hermes_state.search import search_messages;"
+        "import sys; from pathlib import Path;"
+        " from hermes_state.store.connection import open_store;"
+        " from hermes_state.search.search import search_messages;"
         " s = open_store(Path(sys.argv[1]), read_only=True);"
         " r = search_messages(s, 'ab_c deploy'); print(r.route, [h['id'] for h in r])"
     )

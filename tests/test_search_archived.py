@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from clitools import child, load_sample, run, run_json
 
-from hermes_state import sessions
-from hermes_state.connection import open_store
+from hermes_state.records import sessions
+from hermes_state.store.connection import open_store
 
 FIX_DOCKER = "20261118_091502_a1c9e2"  # the sample session about a failing Docker build
 NIGHTLY = "20261121_060000_d90a11"  # one of the two sample sessions mentioning chat-send

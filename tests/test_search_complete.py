@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from support.children import child_env
 
-from hermes_state import search
-from hermes_state.connection import Store, open_store
+from hermes_state.search import search
+from hermes_state.store.connection import Store, open_store
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MESSAGES = 50_000
@@ -248,7 +248,7 @@ def test_ranked_search_ranks_exactly_the_filtered_matches(
 
 def _oracle_has(conn: sqlite3.Connection, ids: list[int], word: str) -> set[int]:
     """The ids whose whole text holds word, as FTS5's unicode61 reads it (an in-memory table)."""
-    from hermes_state.content import content_text
+    from hermes_state.shapes.content import content_text
 
     oracle = sqlite3.connect(":memory:")
     oracle.execute("CREATE VIRTUAL TABLE o USING fts5(content, tool_name, tool_calls)")

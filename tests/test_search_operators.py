@@ -18,9 +18,11 @@ import pytest
 from clitools import child, load_sample, run, run_json
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from hermes_state import fts, messages, query, search, sessions
-from hermes_state.connection import Store, open_store
-from hermes_state.search import search_messages
+from hermes_state.records import messages, sessions
+from hermes_state.search import query, search
+from hermes_state.search.search import search_messages
+from hermes_state.store import fts
+from hermes_state.store.connection import Store, open_store
 
 FIX_DOCKER = "20261118_091502_a1c9e2"  # the sample session about a failing Docker build
 

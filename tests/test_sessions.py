@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state import maintenance, sessions
-from hermes_state.db import SessionDB
-from hermes_state.errors import (
+from hermes_state.agent.db import SessionDB
+from hermes_state.records import sessions
+from hermes_state.store.errors import (
     AmbiguousSessionIdError,
     HermesStateError,
     InvalidTitleError,
     SessionNotFoundError,
     TitleInUseError,
 )
+from hermes_state.upkeep import maintenance
 
 
 def archive(db: SessionDB, session_id: str) -> None:
@@ -359,14 +360,14 @@ def test_list_and_count_sessions_filter_by_start_time(mixed: SessionDB) -> None:
     assert ids(mixed.list_sessions(started_after=2.0)) == ["d", "t"]
     assert ids(mixed.list_sessions(started_before=2.0)) == ["c"]
     assert ids(mixed.list_sessions(started_after=2.0, started_before=3.0)) == ["t"]
-    from hermes_state import sessions as lib
+    from hermes_state.records import sessions as lib
 
     assert lib.count_sessions(mixed.store, started_after=2.0) == 2
     assert lib.count_sessions(mixed.store, started_before=2.0, sources=["telegram"]) == 0
 
 
 def test_recent_session_ids_come_newest_first_with_titles(mixed: SessionDB) -> None:
-    from hermes_state import sessions as lib
+    from hermes_state.records import sessions as lib
 
     mixed.set_session_title("t", "Travel")
     assert lib.recent_session_ids(mixed.store) == [("d", None), ("t", "Travel"), ("c", None)]
@@ -375,7 +376,7 @@ def test_recent_session_ids_come_newest_first_with_titles(mixed: SessionDB) -> N
 
 
 def test_titles_with_prefix_and_distinct_sources(mixed: SessionDB) -> None:
-    from hermes_state import sessions as lib
+    from hermes_state.records import sessions as lib
 
     mixed.set_session_title("c", "Fix Docker build")
     mixed.set_session_title("d", "Fix search")
@@ -584,7 +585,7 @@ def test_list_sessions_active_since_keeps_recently_active_sessions(mixed: Sessio
 
 
 def test_get_sessions_by_id_returns_listing_columns_keyed_by_id(mixed: SessionDB) -> None:
-    from hermes_state import sessions as lib
+    from hermes_state.records import sessions as lib
 
     rows = lib.get_sessions_by_id(mixed.store, ["t", "ghost", "c", "t"])
     assert sorted(rows) == ["c", "t"]
@@ -593,6 +594,6 @@ def test_get_sessions_by_id_returns_listing_columns_keyed_by_id(mixed: SessionDB
 
 def sessions_count(db: SessionDB, **filters: object) -> int:
     """count_sessions through the library (the façade has no count)."""
-    from hermes_state import sessions as lib
+    from hermes_state.records import sessions as lib
 
     return lib.count_sessions(db.store, **filters)  # type: ignore[arg-type]

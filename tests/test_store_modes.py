@@ -19,7 +19,7 @@ from clitools import child, load_sample
 from hostile_env import assert_one_line_error, hermes
 from support.stores import bundle_digest, settle
 
-from hermes_state.connection import open_store
+from hermes_state.store.connection import open_store
 
 SESSION = "20261118_091502_a1c9e2"  # a sample session
 

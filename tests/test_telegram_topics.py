@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
-from hermes_state import meta, telegram_topics as tt
-from hermes_state.connection import Store
-from hermes_state.db import SessionDB
-from hermes_state.errors import SessionNotFoundError
+from hermes_state.agent import telegram_topics as tt
+from hermes_state.agent.db import SessionDB
+from hermes_state.store import meta
+from hermes_state.store.connection import Store
+from hermes_state.store.errors import SessionNotFoundError
 
 CHAT = "208214988"
 SCHEMA_1_BINDINGS = """CREATE TABLE telegram_dm_topic_bindings (

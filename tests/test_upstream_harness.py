@@ -28,7 +28,7 @@ SOURCE = textwrap.dedent(
     def test_store_only(tmp_path):
         import json, sqlite3
         from hermes_state import SCHEMA_VERSION
-        import hermes_state.guard
+        import hermes_state.store.guard
 
     def test_uses_gateway():
         import os

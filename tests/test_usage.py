@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from clitools import ANSI_ESCAPE, child, load_sample, pty_child, run, run_json
 
-from hermes_cli import records
-from hermes_cli.usage import periods_between
-from hermes_state import messages, sessions, usage
-from hermes_state.connection import open_store
-from hermes_state.usage_report import COUNTERS, FIGURES, UsageFilter, usage_report
+from hermes_cli.commands.usage import periods_between
+from hermes_cli.rendering import records
+from hermes_state.records import messages, sessions
+from hermes_state.reports import usage
+from hermes_state.reports.usage_report import COUNTERS, FIGURES, UsageFilter, usage_report
+from hermes_state.store.connection import open_store
 
 DAY = 86400.0
 # Noon, local time, of a Monday: day and week buckets never sit on a DST edge.
@@ -148,7 +149,7 @@ def _ro(db: Path) -> sqlite3.Connection:
 def raw_totals(db: Path, flt: UsageFilter | None = None) -> dict[str, Any]:
     """Sum the figures by hand: usage rows, plus each session's counters beyond its rows.
 
-    Written apart from hermes_state.usage_report (correlated subqueries, not its join), from
+    Written apart from hermes_state.reports.usage_report (correlated subqueries, not its join), from
     the definition in its docstring.
     """
     flt = flt or UsageFilter()

@@ -11,7 +11,7 @@ import pytest
 from clitools import load_sample, run
 from hypothesis import given, settings, strategies as st
 
-from hermes_state import values
+from hermes_state.shapes import values
 
 
 def _odd_store() -> tuple[Path, str]:
@@ -77,7 +77,7 @@ def test_a_text_timestamp_reads_as_none_with_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     values._warned.clear()
-    with caplog.at_level(logging.WARNING, logger="hermes_state.values"):
+    with caplog.at_level(logging.WARNING, logger="hermes_state.shapes.values"):
         assert values.clean_value("timestamp", "last tuesday") is None
         assert values.clean_value("timestamp", "last friday") is None
         assert values.clean_value("timestamp", "1700000000.5") == 1700000000.5
@@ -117,8 +117,8 @@ def test_clean_row_is_clean_value_on_every_column(row: dict) -> None:
 
 
 def test_message_rows_read_bytes_as_text_and_leave_clean_rows_alone() -> None:
-    from hermes_state.connection import open_store
-    from hermes_state.messages import get_messages
+    from hermes_state.records.messages import get_messages
+    from hermes_state.store.connection import open_store
 
     db, sid = _odd_store()
     with open_store(db, read_only=True) as store:

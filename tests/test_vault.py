@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from clitools import child
 
-from hermes_state import ledger, vault
-from hermes_state.connection import Store, open_store
-from hermes_state.home import default_db_path
-from hermes_state.messages import append_messages
-from hermes_state.sessions import create_session, end_session
+from hermes_state.records import ledger
+from hermes_state.records.messages import append_messages
+from hermes_state.records.sessions import create_session, end_session
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault
 
 NOW = time.time()
 OLD = NOW - 400 * 86400

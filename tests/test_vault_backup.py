@@ -18,9 +18,9 @@ from hostile_env import assert_one_line_error
 from support.children import child_env, hermes_argv
 from test_vault import make_session
 
-from hermes_state import vault
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault
 
 OLD = time.time() - 400 * 86400
 YEAR = vault.year_of(OLD)
@@ -272,7 +272,7 @@ def test_backup_gives_up_on_a_running_return_after_its_wait(vaulted: Path, tmp_p
 
 
 def test_a_move_or_return_during_a_backup_is_refused_and_names_backup(vaulted: Path) -> None:
-    from hermes_state.vault import vault_lock_waiting
+    from hermes_state.vault.vault import vault_lock_waiting
 
     with vault_lock_waiting(vaulted.parent.parent, 1.0):
         done = child("vault", "return", "b")
@@ -312,7 +312,7 @@ def _drop_from_member(archive: Path, member: str, sid: str, tmp_path: Path) -> P
 def test_restore_refuses_an_archive_whose_stores_lost_a_session(
     vaulted: Path, tmp_path: Path
 ) -> None:
-    from hermes_state.backup import verify_backup
+    from hermes_state.backups.backup import verify_backup
 
     archive = Path(str(_backup()["archive"]))
     lost = _drop_from_member(archive, MEMBER, "b", tmp_path)

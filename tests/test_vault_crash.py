@@ -16,9 +16,9 @@ from clitools import child
 from support.children import child_env, hermes_argv
 from test_vault import make_session
 
-from hermes_state import vault
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault
 
 OLD = time.time() - 400 * 86400
 ORIGINAL = {"a": 3, "a2": 3, "b": 3, "c": 3}
@@ -126,7 +126,7 @@ def test_a_session_changed_during_the_move_stays_live_and_its_copy_goes(tmp_path
     deadline = time.monotonic() + 30
     while "paused at verified" not in line and time.monotonic() < deadline:
         line = proc.stderr.readline()
-    from hermes_state.messages import append_messages
+    from hermes_state.records.messages import append_messages
 
     with open_store(default_db_path()) as store:  # the agent writes to b meanwhile
         append_messages(store, "b", [{"role": "user", "content": "one more"}])
@@ -287,7 +287,7 @@ def test_a_hot_journal_the_reader_cannot_roll_back_names_the_vault_journal(
 ) -> None:
     # What a read-only open says when nothing rolled the journal back first (a user who may
     # not write in the vault directory): the vault store's own journal, not state.db's.
-    from hermes_state.errors import HotJournalError
+    from hermes_state.store.errors import HotJournalError
 
     path, committed = hot_vault
     with pytest.raises(HotJournalError) as caught:

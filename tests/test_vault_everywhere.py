@@ -11,10 +11,10 @@ import pytest
 from clitools import child
 from test_vault import home, make_session
 
-from hermes_cli import docs
-from hermes_state import vault
-from hermes_state.connection import open_store
-from hermes_state.home import default_db_path
+from hermes_cli.completion import docs
+from hermes_state.store.connection import open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault
 
 # Reads of conversations that include the vault: their output names the vaulted session.
 SPANS = {

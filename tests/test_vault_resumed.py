@@ -11,11 +11,11 @@ import pytest
 from clitools import child
 from test_vault import OLD, home, ids, make_session, rows
 
-from hermes_state import vault
-from hermes_state.connection import Store, open_store
-from hermes_state.home import default_db_path
-from hermes_state.messages import append_messages
-from hermes_state.sessions import create_session
+from hermes_state.records.messages import append_messages
+from hermes_state.records.sessions import create_session
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault
 
 YEAR = vault.year_of(OLD)
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from clitools import child, run, run_json
 
-from hermes_state import search, vault, vault_search
-from hermes_state.connection import Store, open_store
-from hermes_state.home import default_db_path
-from hermes_state.messages import append_messages
-from hermes_state.query import parse_query, tame_prefixes
-from hermes_state.sessions import create_session, end_session
+from hermes_state.records.messages import append_messages
+from hermes_state.records.sessions import create_session, end_session
+from hermes_state.search import search
+from hermes_state.search.query import parse_query, tame_prefixes
+from hermes_state.store.connection import Store, open_store
+from hermes_state.store.home import default_db_path
+from hermes_state.vault import vault, vault_search
 
 NOW = time.time()
 OLD = NOW - 400 * 86400

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from clitools import child, run
 
-from hermes_cli import records
-from hermes_cli.watch import make_refresh
-from hermes_cli.watch_app import WatchApp
-from hermes_state import ledger, messages, sessions
-from hermes_state.connection import is_open_in_process, open_store
-from hermes_state.watch_snapshot import ACTIVE_WINDOW_S, Snapshot, WatchState, take_snapshot
+from hermes_cli.apps.watch import make_refresh
+from hermes_cli.apps.watch_app import WatchApp
+from hermes_cli.rendering import records
+from hermes_state.records import ledger, messages, sessions
+from hermes_state.reports.watch_snapshot import ACTIVE_WINDOW_S, Snapshot, WatchState, take_snapshot
+from hermes_state.store.connection import is_open_in_process, open_store
 
 NOW = time.time()
 LIVE = "20261204_090000_a1b2c3"
@@ -87,7 +87,7 @@ def snapshot(db: Path, state: WatchState | None = None) -> Snapshot:
     """Take one snapshot the way the command does (its read-only opener)."""
     from functools import partial
 
-    from hermes_cli import stores
+    from hermes_cli.shared import stores
 
     return take_snapshot(db, state or WatchState(), partial(stores.read_store, db))
 
@@ -223,7 +223,7 @@ def test_a_missing_store_is_a_snapshot_saying_so(hermes_home: Path) -> None:
 def test_a_busy_store_is_a_snapshot_saying_so(store_path: Path, hold_store: Any) -> None:
     from functools import partial
 
-    from hermes_cli import stores, waiting
+    from hermes_cli.shared import stores, waiting
 
     conn = sqlite3.connect(store_path, timeout=5, isolation_level=None)
     conn.execute("BEGIN EXCLUSIVE")  # a VACUUM or a commit in rollback-journal mode

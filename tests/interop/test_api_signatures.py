@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_state.db import SessionDB
+from hermes_state.agent.db import SessionDB
 from interop.releases import BY_KEY, ReleaseUnavailable, python_for, run_probe
 
 # Every public method both field releases (0.19 and 0.22) have, and the 0.22 ones callers use.

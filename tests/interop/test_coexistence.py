@@ -128,7 +128,7 @@ def _write(op: str, home: Path, scratch: Path) -> dict[str, Any]:
         return {}
     if op == "library":
         code = (
-            "import sys; from hermes_state.db import SessionDB\n"
+            "import sys; from hermes_state.agent.db import SessionDB\n"
             "db = SessionDB(sys.argv[1])\n"
             "db.create_session('lib_1', 'cli', model='m')\n"
             "db.append_messages('lib_1', [{'role': 'user', 'content': 'ocelot one'},"
@@ -342,7 +342,7 @@ def test_the_newest_release_opens_a_store_we_created_without_changing_its_schema
     home = scratch / "ours"
     home.mkdir()
     code = (
-        "import sys; from pathlib import Path; from hermes_state.db import SessionDB;"
+        "import sys; from pathlib import Path; from hermes_state.agent.db import SessionDB;"
         " db = SessionDB(Path(sys.argv[1])); db.create_session('s', 'cli');"
         " db.append_message('s', 'user', 'hello from us'); db.close()"
     )

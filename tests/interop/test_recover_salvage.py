@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hermes_state.recover import recover
+from hermes_state.recover.recover import recover
 from interop.harness import LEDGER, dump, lost_rows
 from interop.releases import Release
 from interop.test_coexistence import _agent_still_works

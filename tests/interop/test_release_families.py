@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from hermes_state import releases as families
+from hermes_state.store import releases as families
 from interop.harness import hermes
 from interop.releases import FAMILY_RELEASES, Release, ReleaseUnavailable, python_for, run_probe
 

@@ -26,8 +26,9 @@ import pytest
 from support.children import child_env, hermes_argv
 from support.stores import count_rows, populate_store
 
-from hermes_state import replica, sessions
-from hermes_state.connection import open_store
+from hermes_state.backups import replica
+from hermes_state.records import sessions
+from hermes_state.store.connection import open_store
 from interop.live_agent import check_acks, live_agents, run_hermes
 from interop.releases import BY_KEY, Release, ReleaseUnavailable, python_for
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_usage import assert_figures_equal, raw_totals
 
-from hermes_state.usage_report import COUNTERS, UsageFilter
+from hermes_state.reports.usage_report import COUNTERS, UsageFilter
 from interop.harness import hermes
 from interop.releases import Release, python_for
 

@@ -79,7 +79,7 @@ def _report(record_property: Callable[[str, object], None], figures: dict[str, A
 def test_refreshes_beside_an_agent_writing_lose_nothing_and_report_its_delay(
     release: Release, built: Path, record_property: Callable[[str, object], None]
 ) -> None:
-    from hermes_cli.watch import make_refresh
+    from hermes_cli.apps.watch import make_refresh
 
     db = built / "state.db"
     baseline = take_baseline(built)

@@ -17,9 +17,15 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from hermes_state import messages, sessions
-from hermes_state.connection import open_store
-from hermes_state.sql import SIDECAR_SUFFIXES, STORE_FILE_SUFFIXES, companion, quote, store_files
+from hermes_state.records import messages, sessions
+from hermes_state.store.connection import open_store
+from hermes_state.store.sql import (
+    SIDECAR_SUFFIXES,
+    STORE_FILE_SUFFIXES,
+    companion,
+    quote,
+    store_files,
+)
 from support.children import child_env
 
 WORDS = [

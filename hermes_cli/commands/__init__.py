@@ -1,0 +1,1 @@
+"""The command groups: sessions, db, profile, backup and restore, vault, usage, replicate."""

@@ -1,0 +1,1 @@
+"""Shell completion values, the completion and man-page generator, `hermes completion`."""

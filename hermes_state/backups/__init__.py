@@ -1,0 +1,1 @@
+"""Copies of a profile: backup archives, restore, replicas, and the disk a profile takes."""

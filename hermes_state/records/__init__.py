@@ -1,0 +1,1 @@
+"""What a store records: sessions, messages, listings, conversations, ownership, the ledger."""

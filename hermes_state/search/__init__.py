@@ -1,0 +1,1 @@
+"""Finding messages and sessions: query parsing, the indexes' searches, title search."""

@@ -1,0 +1,1 @@
+"""Export and import: sessions out to JSON Lines and back into a store of any layout."""

@@ -1,0 +1,1 @@
+"""Keeping a store small and sound: delete, prune, optimize, vacuum and check."""
