@@ -54,8 +54,9 @@ STARTUP_MARK = b"newest activity first"
 
 
 async def _keystrokes(db: Path, queries: tuple[str, ...]) -> dict[str, Any]:
-    from hermes_cli.apps.browse import Browser, Filters, Request
     from hermes_cli.apps.browse_app import BrowseApp
+    from hermes_cli.apps.browse_model import Filters, Request
+    from hermes_cli.apps.browse_store import Browser
     from hermes_state.store.connection import open_store
 
     store = open_store(db, read_only=True)

@@ -42,7 +42,7 @@ import generate as gen  # noqa: E402
 
 def _deep_hit(db: Path) -> tuple[Any, dict[str, Any]]:
     """Return the session's row for the screen and the hit: its last match of the common term."""
-    from hermes_cli.apps.browse import Row
+    from hermes_cli.apps.browse_model import Row
     from hermes_state.records import sessions
     from hermes_state.search import search
     from hermes_state.store.connection import open_store
@@ -55,9 +55,11 @@ def _deep_hit(db: Path) -> tuple[Any, dict[str, Any]]:
 
 
 async def _open_once(db: Path, size: tuple[int, int]) -> dict[str, float]:
-    from hermes_cli.apps import browse
-    from hermes_cli.apps.browse import Browser, Filters, Request
-    from hermes_cli.apps.browse_app import BrowseApp, TranscriptScreen, TranscriptView
+    from hermes_cli.apps import browse_text
+    from hermes_cli.apps.browse_app import BrowseApp
+    from hermes_cli.apps.browse_model import Filters, Request
+    from hermes_cli.apps.browse_store import Browser
+    from hermes_cli.apps.browse_transcript import TranscriptScreen, TranscriptView
     from hermes_state.store.connection import open_store
 
     row, _hit = _deep_hit(db)
@@ -68,7 +70,7 @@ async def _open_once(db: Path, size: tuple[int, int]) -> dict[str, float]:
         app = BrowseApp(browser, initial=browser.load(Request(0, "hits", "", Filters())))
         async with app.run_test(size=size) as pilot:
             await pilot.pause()
-            pattern = browse.search_highlight(gen.COMMON_TERM)
+            pattern = browse_text.search_highlight(gen.COMMON_TERM)
             screen = TranscriptScreen(browser, row, expanded=False, pattern=pattern)
             started = time.perf_counter()
             await app.push_screen(screen)
@@ -104,7 +106,7 @@ async def _open_once(db: Path, size: tuple[int, int]) -> dict[str, float]:
 
 def read_only(db: Path) -> float:
     """Return seconds the library takes to read the transcript the screen reads (no screen)."""
-    from hermes_cli.apps.browse import Browser
+    from hermes_cli.apps.browse_store import Browser
     from hermes_state.store.connection import open_store
 
     row, _hit = _deep_hit(db)

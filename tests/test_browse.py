@@ -18,16 +18,12 @@ import pytest
 from clitools import REPO_ROOT, load_sample, run
 from textual import events
 
-from hermes_cli.apps import browse
-from hermes_cli.apps.browse import Browser, Filters, Request
-from hermes_cli.apps.browse_app import (
-    AskScreen,
-    BrowseApp,
-    ConfirmScreen,
-    HelpScreen,
-    TranscriptScreen,
-    TranscriptView,
-)
+from hermes_cli.apps import browse, browse_model, browse_text
+from hermes_cli.apps.browse_app import BrowseApp
+from hermes_cli.apps.browse_model import Filters, Request
+from hermes_cli.apps.browse_store import Browser
+from hermes_cli.apps.browse_transcript import TranscriptScreen, TranscriptView
+from hermes_cli.apps.browse_widgets import AskScreen, ConfirmScreen, HelpScreen
 from hermes_state.records import messages, sessions
 from hermes_state.search import search
 from hermes_state.store.connection import open_store
@@ -239,13 +235,13 @@ def test_a_result_with_no_screen_left_to_draw_on_is_dropped(store_path: Path) ->
     # result then would raise (NoMatches on a query of the screen) out of the app's loop.
     from textual.widgets import Static
 
-    from hermes_cli.apps.browse_app import _Lane
+    from hermes_cli.apps.browse_widgets import Lane
 
     async def body() -> None:
         async with browsing(store_path, "kettle") as (_app, _pilot, screen):
             drawn: list[int] = []
-            await _Lane(screen, "test")._finish(drawn.append, 1)
-            await _Lane(Static(), "test")._finish(drawn.append, 2)  # never attached
+            await Lane(screen, "test")._finish(drawn.append, 1)
+            await Lane(Static(), "test")._finish(drawn.append, 2)  # never attached
             assert drawn == [1]
 
     drive(body)
@@ -254,7 +250,7 @@ def test_a_result_with_no_screen_left_to_draw_on_is_dropped(store_path: Path) ->
 def test_moving_down_the_list_fetches_the_next_page(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(browse, "HITS_PAGE", 2)
+    monkeypatch.setattr(browse_model, "HITS_PAGE", 2)
 
     async def body() -> None:
         async with browsing(store_path, "kettle") as (_app, pilot, screen):
@@ -661,7 +657,7 @@ def _sh(text: str) -> str:
 
 def test_status_line_of_a_partial_search_says_how_much_was_examined() -> None:
     request = Request(seq=1, view="hits", query="checkpoint", filters=Filters())
-    results = browse.Results(
+    results = browse_model.Results(
         request,
         ordering="newest",
         route="fts",
@@ -670,10 +666,10 @@ def test_status_line_of_a_partial_search_says_how_much_was_examined() -> None:
         candidates=472_173,
         searched_back_to=None,
     )
-    line = browse.status_text(results).plain
+    line = browse_text.status_text(results).plain
     assert "partial: 107,367 of 472,173 candidates examined" in line
-    whole = browse.Results(request, ordering="newest", route="fts")
-    assert "partial" not in browse.status_text(whole).plain
+    whole = browse_model.Results(request, ordering="newest", route="fts")
+    assert "partial" not in browse_text.status_text(whole).plain
 
 
 # --- a long session's transcript: drawn a screenful at a time ------------------------------------
@@ -807,7 +803,7 @@ def test_leaving_a_long_transcript_before_it_is_read_is_safe(long_store: Path) -
 def test_transcript_status_says_when_only_the_first_messages_were_read(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(browse, "TRANSCRIPT_MAX", 4)
+    monkeypatch.setattr(browse_model, "TRANSCRIPT_MAX", 4)
 
     async def body() -> None:
         async with browsing(store_path, "docker", size=(80, 24)) as (app, pilot, screen):
@@ -912,7 +908,8 @@ def test_help_says_enter_prints_hermes_agents_resume_line_with_print_resume(
 def test_command_help_lists_every_key_of_the_screen_and_names_the_agents_resume_line(
     hermes_home: Path,
 ) -> None:
-    from hermes_cli.apps.browse_app import BrowseScreen, key_label
+    from hermes_cli.apps.browse_app import BrowseScreen
+    from hermes_cli.apps.browse_widgets import key_label
 
     result = run("sessions", "browse", "--help")
     assert result.exit_code == 0
@@ -953,9 +950,9 @@ def test_a_crowded_status_line_keeps_the_count_the_partial_search_and_the_refres
     from hermes_state.search.search import MatchCount
 
     request = Request(seq=1, view="hits", query="checkpoint", filters=Filters())
-    results = browse.Results(
+    results = browse_model.Results(
         request,
-        rows=[browse.Row("s", {}) for _ in range(50)],
+        rows=[browse_model.Row("s", {}) for _ in range(50)],
         ordering="rank_recent",
         route="word",
         partial=True,
@@ -965,22 +962,24 @@ def test_a_crowded_status_line_keeps_the_count_the_partial_search_and_the_refres
         elapsed_ms=912,
     )
     count = MatchCount(count=94_378, complete=False, route="word")
-    line = browse.status_text(results, count=count, changed=True, width=width)
+    line = browse_text.status_text(results, count=count, changed=True, width=width)
     plain = line.plain
     assert line.cell_len <= width
     assert "94,378 matches" in plain and "partial: 107,367" in plain and "472,173" in plain
     assert "F5" in plain
-    full = browse.status_text(results, count=count, changed=True).plain
+    full = browse_text.status_text(results, count=count, changed=True).plain
     assert "ranked among the newest" in full and "912 ms" in full
     assert "candidates examined, back to" in full
 
 
 def test_status_line_counts_one_hit_and_one_session_in_the_singular() -> None:
     request = Request(seq=1, view="hits", query="kettle", filters=Filters())
-    one = browse.Results(request, rows=[browse.Row("s", {})], ordering="rank", route="word")
-    assert "1 hit shown" in browse.status_text(one).plain
+    one = browse_model.Results(
+        request, rows=[browse_model.Row("s", {})], ordering="rank", route="word"
+    )
+    assert "1 hit shown" in browse_text.status_text(one).plain
     grouped = replace(one, request=replace(request, view="sessions"))
-    assert "1 session in the first" in browse.status_text(grouped).plain
+    assert "1 session in the first" in browse_text.status_text(grouped).plain
 
 
 # --- hit headers keep their title -----------------------------------------------------------------
@@ -1000,9 +999,9 @@ def test_hits_of_an_untitled_session_show_its_first_message_as_the_list_does(
             row = await highlight(pilot, screen, lambda r: r.session_id == "s-old")
             first_line = screen.query_one("#list").drawn(screen.rows.index(row)).splitlines()[0]
             assert "old kettle story" in first_line and "(untitled)" not in first_line
-            labels = {r.session_id: browse.session_label(r.session) for r in screen.rows}
+            labels = {r.session_id: browse_text.session_label(r.session) for r in screen.rows}
             for sid in ("s-old", "s-wordy"):  # cut or not, as the session list shows it
-                assert labels[sid] == browse.session_label(listed[sid])
+                assert labels[sid] == browse_text.session_label(listed[sid])
             assert labels["s-wordy"].endswith("…")
 
     drive(body)
@@ -1019,7 +1018,7 @@ def test_hits_of_an_untitled_session_show_its_first_message_as_the_list_does(
 def test_a_long_continuation_title_keeps_its_number_and_the_tags(width: int, title: str) -> None:
     session = {"title": title, "source": "cli", "pinned": 1, "archived": 1}
     hit = {"timestamp": NOW - 100, "role": "user", "snippet": "a >>>kettle<<< b"}
-    first, second = browse.row_lines(browse.Row("s-1", session, hit=hit), width, now=NOW)
+    first, second = browse_text.row_lines(browse_model.Row("s-1", session, hit=hit), width, now=NOW)
     number = title.rsplit(" ", 1)[1]
     assert first.cell_len <= width and second.cell_len <= width
     assert f"… {number} [pinned] [archived]" in first.plain
@@ -1029,7 +1028,7 @@ def test_a_long_continuation_title_keeps_its_number_and_the_tags(width: int, tit
 
 def test_a_title_that_fits_is_shown_whole() -> None:
     session = {"title": "Kettle shopping #2", "source": "telegram"}
-    first, _ = browse.row_lines(browse.Row("s-tg", session), 78, now=NOW)
+    first, _ = browse_text.row_lines(browse_model.Row("s-tg", session), 78, now=NOW)
     assert "Kettle shopping #2  telegram  s-tg" in first.plain
 
 

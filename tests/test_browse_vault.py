@@ -21,8 +21,11 @@ from test_browse import TMUX, _sh, drive, highlight, tmux_session, type_query, u
 from textual.widgets import Input, Static
 from textual.widgets._toast import Toast
 
-from hermes_cli.apps.browse import Browser, Filters, Request
-from hermes_cli.apps.browse_app import AskScreen, BrowseApp, ConfirmScreen, TranscriptScreen
+from hermes_cli.apps.browse_app import BrowseApp
+from hermes_cli.apps.browse_model import Filters, Request
+from hermes_cli.apps.browse_store import Browser
+from hermes_cli.apps.browse_transcript import TranscriptScreen
+from hermes_cli.apps.browse_widgets import AskScreen, ConfirmScreen
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import is_open_in_process, open_store
 from hermes_state.vault import vault

@@ -14,7 +14,8 @@ from clitools import load_sample
 from support.children import REPO_ROOT, child_env, hermes_argv
 from test_cli_complete import NEWEST, zsh_interactive
 
-from hermes_cli.completion import completion_install, docs
+from hermes_cli import docs
+from hermes_cli.completion import completion_install, generators, man_page, targets
 
 BASH_COMPLETION = Path("/usr/share/bash-completion/bash_completion")
 
@@ -68,7 +69,7 @@ def test_show_prints_the_text_generated_from_the_live_app(
     # The checked-in files are this same text (test_cli_docs checks they are current).
     proc = hermes(user, "completion", "show", target)
     assert proc.returncode == 0 and proc.stderr == ""
-    assert proc.stdout == docs.generate(target)
+    assert proc.stdout == generators.generate(target, docs.app_doc())
 
 
 def test_show_without_a_shell_prints_the_script_of_the_shell_in_SHELL(
@@ -91,7 +92,7 @@ def test_install_puts_the_bash_script_where_bash_completion_looks(user: dict[str
     )
     assert "source ~/.local/share/bash-completion/completions/hermes" in proc.stdout
     text = path.read_text(encoding="utf-8")
-    assert text.startswith(docs.generate("bash"))
+    assert text.startswith(generators.generate("bash", docs.app_doc()))
     assert completion_install.written_by_hermes("bash", text)
     assert path.stat().st_mode & 0o777 == 0o644
 
@@ -207,7 +208,7 @@ def test_install_man_writes_the_page_where_man_finds_it(user: dict[str, str]) ->
     page = home_of(user) / ".local/share/man/man1/hermes.1"
     assert proc.returncode == 0
     assert proc.stdout.splitlines()[0] == "Wrote ~/.local/share/man/man1/hermes.1 (man page)."
-    assert page.read_text(encoding="utf-8").startswith(docs.generate("man"))
+    assert page.read_text(encoding="utf-8").startswith(generators.generate("man", docs.app_doc()))
     if shutil.which("man"):
         env = {**user, "MANPATH": f"{page.parent.parent}:"}
         found = subprocess.run(["man", "-w", "hermes"], capture_output=True, text=True, env=env)
@@ -267,7 +268,7 @@ def test_install_updates_a_file_an_older_hermes_wrote(user: dict[str, str]) -> N
     proc = hermes(user, "completion", "install", "fish")
     assert proc.returncode == 0
     assert proc.stdout.startswith("Updated ~/.config/fish/completions/hermes.fish")
-    assert path.read_text(encoding="utf-8").startswith(docs.generate("fish"))
+    assert path.read_text(encoding="utf-8").startswith(generators.generate("fish", docs.app_doc()))
 
 
 def test_install_refuses_to_replace_an_edited_file_unless_forced(user: dict[str, str]) -> None:
@@ -312,10 +313,10 @@ def test_help_and_man_page_tell_how_to_install_completions_and_the_page(
     top = hermes(user, "--help").stdout
     assert "completion" in top and "Print or install the shell completions" in top
     usage = hermes(user, "completion", "install", "--help").stdout
-    for location in completion_install.LOCATIONS.values():
+    for location in targets.LOCATIONS.values():
         assert location in usage
     assert "unless --force" in " ".join(usage.split())
     page = (REPO_ROOT / "man" / "hermes.1").read_text(encoding="utf-8")
-    assert docs.roff_text("hermes completion install") in page
-    for location in completion_install.LOCATIONS.values():
-        assert f"\\fI{docs.roff_text(location)}\\fR" in page  # under FILES
+    assert man_page.roff_text("hermes completion install") in page
+    for location in targets.LOCATIONS.values():
+        assert f"\\fI{man_page.roff_text(location)}\\fR" in page  # under FILES

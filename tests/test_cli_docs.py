@@ -13,25 +13,26 @@ from pathlib import Path
 import pytest
 from support.children import REPO_ROOT
 
-from hermes_cli.completion import docs
+from hermes_cli import docs
+from hermes_cli.completion import command_docs, generators, man_page, readme_tables
 from hermes_cli.shared.exitcodes import ExitCode
 from hermes_state.store import home
 
 
 def test_checked_in_completions_man_page_and_readme_tables_are_current(tmp_path: Path) -> None:
-    docs.write_all(tmp_path, readme_from=REPO_ROOT / docs.README)
+    docs.write_all(tmp_path, readme_from=REPO_ROOT / readme_tables.README)
     stale = [
         rel
-        for rel in (*docs.OUTPUTS, docs.README)
+        for rel in (*generators.OUTPUTS, readme_tables.README)
         if (tmp_path / rel).read_text(encoding="utf-8")
         != (REPO_ROOT / rel).read_text(encoding="utf-8")
     ]
-    assert stale == [], "regenerate with: python -m hermes_cli.completion.docs"
+    assert stale == [], "regenerate with: python -m hermes_cli.docs"
 
 
 def test_readme_tables_name_every_command_and_exit_code() -> None:
-    readme = (REPO_ROOT / docs.README).read_text(encoding="utf-8")
-    for command in docs.all_commands(docs.app_doc()):
+    readme = (REPO_ROOT / readme_tables.README).read_text(encoding="utf-8")
+    for command in command_docs.all_commands(docs.app_doc()):
         if command.path and not command.children:
             assert f"`hermes {command.key}" in readme, command.key
     for code in ExitCode:
@@ -40,17 +41,17 @@ def test_readme_tables_name_every_command_and_exit_code() -> None:
 
 def test_update_readme_refuses_a_readme_without_its_markers() -> None:
     with pytest.raises(ValueError, match="marker"):
-        docs.update_readme("# no tables here\n", docs.app_doc())
+        readme_tables.update_readme("# no tables here\n", docs.app_doc())
 
 
 def test_man_page_lists_every_command_and_option() -> None:
     page = (REPO_ROOT / "man" / "hermes.1").read_text(encoding="utf-8")
-    for command in docs.all_commands(docs.app_doc()):
+    for command in command_docs.all_commands(docs.app_doc()):
         if command.key:
-            assert docs.roff_text(f"hermes {command.key}") in page, command.key
+            assert man_page.roff_text(f"hermes {command.key}") in page, command.key
         for option in command.options:
             for flag in option.flags:
-                assert docs.roff_text(flag) in page, (command.key, flag)
+                assert man_page.roff_text(flag) in page, (command.key, flag)
 
 
 @pytest.mark.parametrize(

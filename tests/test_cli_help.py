@@ -8,13 +8,15 @@ import re
 import pytest
 from clitools import child, run
 
-from hermes_cli.completion import docs
+from hermes_cli import docs
+from hermes_cli.completion import command_docs
+from hermes_cli.completion.command_docs import CommandDoc, OptionDoc
 
-COMMANDS = [c for c in docs.all_commands(docs.app_doc()) if c.key and not c.children]
+COMMANDS = [c for c in command_docs.all_commands(docs.app_doc()) if c.key and not c.children]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.key)
-def test_every_command_help_has_examples_of_that_command(command: docs.CommandDoc) -> None:
+def test_every_command_help_has_examples_of_that_command(command: CommandDoc) -> None:
     result = run(*command.path, "--help")
     assert result.exit_code == 0
     assert "Examples:" in result.stdout
@@ -25,7 +27,7 @@ def test_every_command_help_has_examples_of_that_command(command: docs.CommandDo
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.key)
-def test_usage_lines_name_arguments_plainly(command: docs.CommandDoc) -> None:
+def test_usage_lines_name_arguments_plainly(command: CommandDoc) -> None:
     usage = run(*command.path, "--help").stdout.splitlines()[0]
     assert "{" not in usage and "}" not in usage
     for argument in command.arguments:
@@ -73,11 +75,11 @@ def test_read_only_examples_parse_and_run(example: str, hermes_home: object) -> 
 
 # --- what the help says is true -------------------------------------------------------------
 
-ALL_COMMANDS = docs.all_commands(docs.app_doc())
+ALL_COMMANDS = command_docs.all_commands(docs.app_doc())
 
 
 @pytest.mark.parametrize("command", ALL_COMMANDS, ids=lambda c: c.key or "hermes")
-def test_help_writes_a_variadic_argument_with_one_ellipsis(command: docs.CommandDoc) -> None:
+def test_help_writes_a_variadic_argument_with_one_ellipsis(command: CommandDoc) -> None:
     result = run(*command.path, "--help")
     assert result.exit_code == 0
     assert "...." not in result.stdout
@@ -96,7 +98,7 @@ def test_help_of_the_real_process_writes_variadic_arguments_with_one_ellipsis() 
         assert "...." not in proc.stdout
 
 
-def _options_of(command: docs.CommandDoc) -> dict[str, docs.OptionDoc]:
+def _options_of(command: CommandDoc) -> dict[str, OptionDoc]:
     return {flag: o for o in command.options for flag in o.flags}
 
 
@@ -105,7 +107,7 @@ def _options_of(command: docs.CommandDoc) -> dict[str, docs.OptionDoc]:
     [c for c in ALL_COMMANDS if any("--json" in o.flags for o in c.options)],
     ids=lambda c: c.key,
 )
-def test_every_json_flag_help_is_true_for_its_command(command: docs.CommandDoc) -> None:
+def test_every_json_flag_help_is_true_for_its_command(command: CommandDoc) -> None:
     options = _options_of(command)
     text = options["--json"].help
     if "--format" in text:
@@ -116,7 +118,7 @@ def test_every_json_flag_help_is_true_for_its_command(command: docs.CommandDoc) 
 
 @pytest.mark.parametrize("command", ALL_COMMANDS, ids=lambda c: c.key or "hermes")
 def test_every_same_as_in_a_help_names_an_option_and_value_the_command_has(
-    command: docs.CommandDoc,
+    command: CommandDoc,
 ) -> None:
     options = _options_of(command)
     for o in command.options:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from clitools import REPO_ROOT, child, load_sample, pty_child, run
 
-from hermes_cli.completion import docs
+from hermes_cli.completion import man_page
 from hermes_cli.rendering import output, records
 from hermes_cli.rendering.layout import display_width
 
@@ -383,7 +383,7 @@ def test_the_keys_emitted_are_the_keys_the_man_page_documents(
     emitted = pick(json.loads(run(*args, "--json").stdout))
     assert tuple(emitted) == keys
     page = (REPO_ROOT / "man" / "hermes.1").read_text(encoding="utf-8")
-    assert docs.roff_text(", ".join(keys)) in page.replace("\n", " ")
+    assert man_page.roff_text(", ".join(keys)) in page.replace("\n", " ")
 
 
 def test_lockowners_records_list_holders_and_openers_like_json(sample: Path, hold_store) -> None:  # type: ignore[no-untyped-def]

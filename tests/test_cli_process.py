@@ -25,6 +25,11 @@ NEVER_AT_START = (
     "textual",
     "hermes_cli.apps.browse",
     "hermes_cli.apps.browse_app",
+    "hermes_cli.apps.browse_model",
+    "hermes_cli.apps.browse_store",
+    "hermes_cli.apps.browse_text",
+    "hermes_cli.apps.browse_transcript",
+    "hermes_cli.apps.browse_widgets",
 )
 
 MODULE_DUMP = """

@@ -4,12 +4,14 @@
 modules of its own package or of packages below it. Inside the stack each module belongs to one
 layer (``LAYERS``) and may import (at run time, at the top or inside a function) only modules of
 lower layers, so no cycle exists anywhere. ``TYPE_CHECKING`` imports are annotations, not
-dependencies, and are left out. ``hermes_cli`` sits above the whole library, never the reverse.
+dependencies, and are left out. ``hermes_cli`` sits above the whole library, never the reverse,
+and is a stack of its own (``CLI_PACKAGES``, ``CLI_LAYERS``) under the same rules.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -108,6 +110,66 @@ LAYERS: list[set[str]] = [
 ]
 
 
+# The CLI's subpackages, bottom first: output, shared helpers, the full-screen apps, the command
+# groups, completion and the generated docs' sources, the MCP server; the entry points on top.
+CLI_PACKAGES = [
+    "rendering",
+    "shared",
+    "apps",
+    "commands",
+    "completion",
+    "mcp",
+    "",  # hermes_cli itself: main (the app), __main__, docs (regenerates docs from the app)
+]
+
+# Bottom first, as LAYERS: a CLI module may import modules of earlier layers only.
+CLI_LAYERS: list[set[str]] = [
+    {
+        "sanitize",
+        "records",
+        "agent_command",
+        "argv",
+        "durations",
+        "environment",
+        "exitcodes",
+        "logfile",
+        "machines",
+        "targets",
+        "mcp_stdio",
+    },
+    {"output", "complete"},
+    {"layout", "options"},
+    {"render", "pager", "browse_model", "command_docs"},
+    {
+        "session_views",
+        "store_views",
+        "waiting",
+        "browse_text",
+        "watch_views",
+        "shell_scripts",
+        "man_page",
+        "profile",
+    },
+    {"stores", "browse_widgets", "watch_app", "replicate", "generators", "readme_tables"},
+    {
+        "browse_store",
+        "watch",
+        "backup",
+        "db",
+        "usage",
+        "vault",
+        "completion_install",
+        "mcp_calls",
+    },
+    {"browse_transcript", "mcp_schemas"},
+    {"browse_app", "mcp_tools"},
+    {"browse", "mcp_server"},
+    {"sessions"},
+    {"main"},
+    {"__main__", "docs", "__init__"},
+]
+
+
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
@@ -159,7 +221,13 @@ def _runtime_imports(tree: ast.AST, package: str, known: set[str]) -> set[str]:
 
 
 def imports_of(package: str) -> dict[str, set[str]]:
-    """Map each module of a package to the package modules it imports at run time."""
+    """Map each module of a package to the package modules it imports at run time (a fresh
+    copy: tests add imports to it)."""
+    return dict(_parsed_imports(package))
+
+
+@functools.cache
+def _parsed_imports(package: str) -> dict[str, set[str]]:
     paths = module_paths(package)
     known = set(paths)
     out = {}
@@ -193,9 +261,11 @@ def upward_imports(imports: dict[str, set[str]], layers: list[set[str]]) -> list
     return bad
 
 
-def upward_package_imports(imports: dict[str, set[str]]) -> list[str]:
+def upward_package_imports(
+    imports: dict[str, set[str]], packages: list[str] = PACKAGES
+) -> list[str]:
     """Return 'a -> b' for every import that points to a package above the importer's."""
-    rank = {name: i for i, name in enumerate(PACKAGES)}
+    rank = {name: i for i, name in enumerate(packages)}
     bad = []
     for module, targets in sorted(imports.items()):
         for target in sorted(targets):
@@ -209,9 +279,10 @@ def test_the_library_packages_are_the_map() -> None:
     assert sorted(found) == sorted(PACKAGES)
 
 
-def test_subpackage_inits_import_nothing() -> None:
+@pytest.mark.parametrize("package", ["hermes_state", "hermes_cli"])
+def test_subpackage_inits_import_nothing(package: str) -> None:
     """A subpackage's __init__ is its docstring: importing one module never loads its siblings."""
-    for name, path in module_paths("hermes_state").items():
+    for name, path in module_paths(package).items():
         if name.endswith(".__init__"):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             assert [type(n).__name__ for n in tree.body] == ["Expr"], name
@@ -271,6 +342,69 @@ def test_an_annotation_only_import_is_not_a_dependency() -> None:
         _runtime_imports(ast.parse(source), "hermes_state", set(imports_of("hermes_state")))
         == set()
     )
+
+
+# --- the CLI's own stack ----------------------------------------------------------------------
+
+
+def test_the_cli_packages_are_the_map() -> None:
+    found = {_package(name) for name in module_paths("hermes_cli")}
+    assert sorted(found) == sorted(CLI_PACKAGES)
+
+
+def test_cli_module_names_are_unique() -> None:
+    """CLI_LAYERS names modules by their file name, so no two CLI modules may share one."""
+    stems = [_stem(n) for n in module_paths("hermes_cli") if not n.endswith(".__init__")]
+    assert sorted(s for s in set(stems) if stems.count(s) > 1) == []
+
+
+def test_every_cli_module_has_a_layer() -> None:
+    placed = set().union(*CLI_LAYERS)
+    stems = {_stem(name) for name in imports_of("hermes_cli") if not name.endswith(".__init__")}
+    assert sorted(stems - placed) == []
+    assert sorted(placed - stems - {"__init__"}) == []  # no layer names a module that is gone
+
+
+def test_cli_packages_only_point_down() -> None:
+    assert upward_package_imports(imports_of("hermes_cli"), CLI_PACKAGES) == []
+
+
+def test_cli_imports_only_point_down() -> None:
+    """No cycle in the CLI, lazy imports (inside functions) included."""
+    assert upward_imports(imports_of("hermes_cli"), CLI_LAYERS) == []
+
+
+@pytest.mark.parametrize(
+    ("importer", "source"),
+    [
+        # The cycle issue 36 removed: the completion command importing the app it belongs to.
+        (
+            "completion.completion_install",
+            "def generated(target):\n    from hermes_cli.main import get_command\n",
+        ),
+        # Drawing reaching back for the screen that draws it, or a screen for its command.
+        ("apps.browse_text", "from hermes_cli.apps import browse_app\n"),
+        ("apps.watch_app", "def f():\n    from hermes_cli.apps.watch import watch\n"),
+    ],
+)
+def test_an_upward_cli_import_is_caught(importer: str, source: str) -> None:
+    imports = imports_of("hermes_cli")
+    added = _runtime_imports(ast.parse(source), "hermes_cli", set(imports))
+    assert len(added) == 1
+    imports[importer] = imports[importer] | added
+    level = {m: i for i, layer in enumerate(CLI_LAYERS) for m in layer}
+    a, b = _stem(importer), _stem(next(iter(added)))
+    assert upward_imports(imports, CLI_LAYERS) == [
+        f"{a} (layer {level[a]}) -> {b} (layer {level[b]})"
+    ]
+
+
+def test_an_upward_cli_package_import_is_caught() -> None:
+    imports = imports_of("hermes_cli")
+    source = "def f():\n    from hermes_cli.mcp import mcp_server\n"
+    added = _runtime_imports(ast.parse(source), "hermes_cli", set(imports))
+    imports["commands.usage"] = imports["commands.usage"] | added
+    assert upward_package_imports(imports, CLI_PACKAGES) == ["commands.usage -> mcp.mcp_server"]
 
 
 def test_the_cli_runs_no_sql_of_its_own() -> None:

@@ -27,7 +27,7 @@ from mcp.client.stdio import stdio_client
 from support.children import child_env, hermes_argv
 from support.mcp_raw import write_locked
 
-from hermes_cli.mcp.mcp_server import MAX_RESULT_BYTES
+from hermes_cli.mcp.mcp_calls import MAX_RESULT_BYTES
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import create_profile, default_db_path
@@ -291,7 +291,7 @@ def test_get_usage_pages_its_groups_with_the_cursor(tmp_path: Path) -> None:
 
 
 def test_the_usage_groupings_are_the_librarys() -> None:
-    from hermes_cli.mcp.mcp_server import USAGE_GROUPINGS
+    from hermes_cli.mcp.mcp_schemas import USAGE_GROUPINGS
     from hermes_state.reports.usage_report import GROUPINGS
 
     assert USAGE_GROUPINGS == GROUPINGS

@@ -14,7 +14,7 @@ import pytest
 from clitools import load_sample
 from support.mcp_raw import raw_server, write_locked
 
-from hermes_cli.mcp.mcp_server import MAX_RESULT_BYTES
+from hermes_cli.mcp.mcp_calls import MAX_RESULT_BYTES
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import default_db_path

@@ -11,7 +11,8 @@ import pytest
 from clitools import child
 from test_vault import home, make_session
 
-from hermes_cli.completion import docs
+from hermes_cli import docs
+from hermes_cli.completion import command_docs
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import default_db_path
 from hermes_state.vault import vault
@@ -74,7 +75,9 @@ NOT_CONVERSATIONS = {
 
 
 def test_every_command_is_classified_by_what_it_does_with_the_vault() -> None:
-    commands = {c.key for c in docs.all_commands(docs.app_doc()) if c.path and not c.children}
+    commands = {
+        c.key for c in command_docs.all_commands(docs.app_doc()) if c.path and not c.children
+    }
     classified = {*SPANS, *SAYS, *REFUSES, *OWN_TESTS, *NOT_CONVERSATIONS}
     assert commands - classified == set(), "classify the new command(s) in this file"
     assert classified - commands == set(), "a classified command no longer exists"

@@ -3,7 +3,7 @@
 The widgets only draw: each refresh is `refresh()`
 (hermes_state.reports.watch_snapshot.take_snapshot
 through the command's read-only opener), run in a worker thread so the screen stays responsive
-while the store is busy, and every part is a rich renderable built by `hermes_cli.apps.watch` from
+while the store is busy, and every part is a rich renderable built by `watch_views` from
 escaped stored text. A refresh is skipped while the previous one still runs, so a slow store
 never queues refreshes behind each other.
 """
@@ -20,7 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from hermes_cli.apps import watch
+from hermes_cli.apps import watch_views
 
 if TYPE_CHECKING:
     from hermes_state.reports.watch_snapshot import Snapshot
@@ -98,14 +98,14 @@ class WatchApp(App[None]):
         width = max(20, self.size.width - 2)  # the body's padding
         now = time.time()
         self.query_one("#header", Static).update(
-            watch.header_text(snap, self.profile, paused=self.paused)
+            watch_views.header_text(snap, self.profile, paused=self.paused)
         )
         parts = {
-            "summary": watch.summary_text(snap),
-            "sessions": watch.sessions_table(snap, width, now=now),
-            "locks": watch.locks_text(snap),
-            "ledger": watch.ledger_text(snap),
-            "gateways": watch.gateways_text(snap, now=now),
+            "summary": watch_views.summary_text(snap),
+            "sessions": watch_views.sessions_table(snap, width, now=now),
+            "locks": watch_views.locks_text(snap),
+            "ledger": watch_views.ledger_text(snap),
+            "gateways": watch_views.gateways_text(snap, now=now),
         }
         for name, part in parts.items():
             self.query_one(f"#{name}", Static).update(part)

@@ -1,10 +1,10 @@
 """`hermes completion show|install`: the shell completion scripts and the man page, for a user.
 
-The texts are generated at run time from the live command tree (hermes_cli.completion.docs), so
-what is
-installed always matches the hermes that installed it. Every installed file ends with a line
-holding the sha256 of the text above it: a file whose text no longer matches it (or that has no
-such line) was changed by someone else, and is replaced only with --force.
+The texts are generated at run time from the running command tree (the root of the click
+context, through hermes_cli.completion.generators), so what is installed always matches the
+hermes that installed it. Every installed file ends with a line holding the sha256 of the text
+above it: a file whose text no longer matches it (or that has no such line) was changed by
+someone else, and is replaced only with --force.
 """
 
 from __future__ import annotations
@@ -13,41 +13,17 @@ import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from hermes_cli.completion.targets import SHELLS, WHAT, Target
 from hermes_cli.rendering import render
 from hermes_cli.shared.exitcodes import ExitCode
 from hermes_cli.shared.options import command
 
-SHELLS = ("bash", "zsh", "fish")
 CHECKSUM_LABEL = "hermes completion install: sha256 "
-
-# Where each text goes, as the man page writes it (resolved by target_path).
-LOCATIONS = {
-    "bash": "$XDG_DATA_HOME/bash-completion/completions/hermes",
-    "zsh": "$XDG_DATA_HOME/zsh/site-functions/_hermes",
-    "fish": "$XDG_CONFIG_HOME/fish/completions/hermes.fish",
-    "man": "$XDG_DATA_HOME/man/man1/hermes.1",
-}
-WHAT = {
-    "bash": "bash completion",
-    "zsh": "zsh completion",
-    "fish": "fish completion",
-    "man": "man page",
-}
-
-
-class Target(StrEnum):
-    """What `hermes completion` prints or installs: a shell's completion, or the man page."""
-
-    bash = "bash"
-    zsh = "zsh"
-    fish = "fish"
-    man = "man"
 
 
 class InstallRefused(Exception):
@@ -111,11 +87,12 @@ def shown(path: Path) -> str:
 # --- the texts ------------------------------------------------------------------------------
 
 
-def generated(target: str) -> str:
-    """Return the completion script (or man page) generated from the live app."""
-    from hermes_cli.completion import docs
+def generated(target: str, app: Any) -> str:
+    """Return the completion script (or man page) of a click command tree: the running app's,
+    found from the command's context (this module never imports the app that registers it)."""
+    from hermes_cli.completion import command_docs, generators
 
-    return docs.generate(target)
+    return generators.generate(target, command_docs.walk(app))
 
 
 def _comment(target: str) -> str:
@@ -156,11 +133,12 @@ def _write(path: Path, text: str) -> None:
 
 
 def install(
-    target: str, *, force: bool = False, environ: Mapping[str, str] = os.environ
+    target: str, app: Any, *, force: bool = False, environ: Mapping[str, str] = os.environ
 ) -> Installed:
-    """Write a target's text to its place; refuse to replace a file hermes did not write."""
+    """Write a target's text (of the click command tree app) to its place; refuse to replace a
+    file hermes did not write."""
     path = target_path(target, environ)
-    text = with_checksum(target, generated(target))
+    text = with_checksum(target, generated(target, app))
     status = "written"
     if path.is_symlink() or path.exists():
         current = None if path.is_symlink() else path.read_text(encoding="utf-8", errors="replace")
@@ -324,14 +302,14 @@ def _chosen(target: Target | None) -> str:
         "hermes completion show man | man -l -",
     ],
 )
-def show(target: TargetArgument = None) -> None:
+def show(ctx: typer.Context, target: TargetArgument = None) -> None:
     """Print a shell's completion script (or the man page) on stdout.
 
     To load it into the shell you are in, without installing it: bash, and zsh after
     compinit, `source <(hermes completion show bash)` (or zsh); fish, `hermes completion show
     fish | source`.
     """
-    render.write(generated(_chosen(target)))
+    render.write(generated(_chosen(target), ctx.find_root().command))
 
 
 @command(
@@ -345,6 +323,7 @@ def show(target: TargetArgument = None) -> None:
     ],
 )
 def install_command(
+    ctx: typer.Context,
     target: TargetArgument = None,
     man: Annotated[
         bool, typer.Option("--man", help="Also install the man page (hermes.1).")
@@ -378,7 +357,7 @@ def install_command(
         targets.append("man")
     for name in targets:
         try:
-            done = install(name, force=force)
+            done = install(name, ctx.find_root().command, force=force)
         except InstallRefused as exc:
             render.error(exc.message, exc.hint)
             raise typer.Exit(ExitCode.FAILURE) from None
