@@ -210,7 +210,7 @@ def build_app() -> Any:
     from hermes_cli.apps import watch
     from hermes_cli.commands import backup, db, profile, replicate, sessions, usage, vault
     from hermes_cli.completion import completion_install
-    from hermes_cli.mcp import mcp_server
+    from hermes_cli.mcp import mcp_command
 
     app = typer.Typer(
         name="hermes",
@@ -269,7 +269,7 @@ def build_app() -> Any:
     replicate.register(app)
     usage.register(app)
     watch.register(app)
-    mcp_server.register(app)
+    mcp_command.register(app)
     app.add_typer(completion_install.app, name="completion")
     return app
 

@@ -30,6 +30,12 @@ NEVER_AT_START = (
     "hermes_cli.apps.browse_text",
     "hermes_cli.apps.browse_transcript",
     "hermes_cli.apps.browse_widgets",
+    "hermes_cli.apps.watch_views",
+    "mcp",
+    "hermes_cli.mcp.mcp_server",
+    "hermes_cli.mcp.mcp_tools",
+    "hermes_cli.mcp.mcp_schemas",
+    "hermes_cli.completion.generators",
 )
 
 MODULE_DUMP = """

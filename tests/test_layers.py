@@ -164,7 +164,7 @@ CLI_LAYERS: list[set[str]] = [
     {"browse_transcript", "mcp_schemas"},
     {"browse_app", "mcp_tools"},
     {"browse", "mcp_server"},
-    {"sessions"},
+    {"sessions", "mcp_command"},
     {"main"},
     {"__main__", "docs", "__init__"},
 ]

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from hermes_cli.apps.watch_views import snapshot_parts
 from hermes_cli.rendering import output, records, render, sanitize
 from hermes_cli.shared.options import ColorOption, FormatOption, JsonFlag, command, output_format
 
@@ -281,6 +280,7 @@ def print_snapshot(snap: Snapshot, settings: output.Settings) -> None:
     """Print one snapshot for people: fitted to a terminal, whole into a pipe or a file."""
     from rich.text import Text
 
+    from hermes_cli.apps.watch_views import snapshot_parts
     from hermes_cli.shared import stores
 
     # Into a pipe nothing is cut, as in every command.

@@ -33,9 +33,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 from hermes_cli.mcp.mcp_calls import Call, ToolError, scrubbed
 from hermes_cli.mcp.mcp_tools import TOOLS, ToolSpec
@@ -263,39 +261,3 @@ def serve(call: Call) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, protocol.fileno())
         os.close(devnull)
-
-
-def mcp(
-    redact: Annotated[
-        bool,
-        typer.Option(
-            "--redact/--no-redact",
-            help="Replace API keys, tokens, private keys and passwords in what the tools return "
-            "with [REDACTED:kind] (the default); --no-redact returns stored text as it is.",
-        ),
-    ] = True,
-) -> None:
-    """Serve this profile's sessions to an AI client over MCP (stdio; read-only).
-
-    Tools: search_messages, list_sessions, get_session, get_usage. The store is opened for
-    each call the way every read command opens it (never created, migrated or written) and
-    closed before the answer. Answers are bounded (a limit and 64 KiB of JSON) and continue
-    with next_cursor. Register it with a client as the command `hermes mcp` (with `-p NAME`
-    for a profile).
-    """
-    serve(Call(redact=redact))
-
-
-def register(app: Any) -> None:
-    """Add the top-level mcp command to the app."""
-    from hermes_cli.shared.options import command
-
-    command(
-        app,
-        "mcp",
-        examples=[
-            "hermes mcp",
-            "hermes -p coder mcp",
-            "hermes mcp --no-redact",
-        ],
-    )(mcp)
