@@ -245,6 +245,7 @@ class _Walk:
     stopped: bool = False  # the budget stopped it first
     reached: int | None = None  # stopped: ids beyond this one (in walk order) were all examined
     ranks: dict[int, float] = field(default_factory=dict)  # BM25 of the first source's ids
+    sessions: dict[int, Any] = field(default_factory=dict)  # id -> its session, as walked
 
 
 # --- filters and indexes --------------------------------------------------------------------
@@ -688,18 +689,23 @@ class _Budget:
 
 
 def _source_select(
-    source: _Source, filters: _Filters, with_rank: bool = False
+    source: _Source, filters: _Filters, with_rank: bool = False, with_session: bool = False
 ) -> tuple[str, str, tuple[Any, ...]]:
     """Return a source's filtered matches as (SELECT m.id ... WHERE ..., its id column, params);
-    ``with_rank`` selects the index's BM25 rank as a second column."""
+    ``with_session`` selects the message's session next, ``with_rank`` the index's BM25 rank
+    after that."""
+    session = ", m.session_id" if with_session else ""
     if source.table is None:
         key = "m.id"
-        head = "SELECT m.id FROM messages m"
+        head = f"SELECT m.id{session} FROM messages m"
     else:
         key = f"{source.table}.rowid"
         rank = f", {source.table}.rank" if with_rank else ""
         # CROSS JOIN keeps the index as the outer loop: candidates are walked in rowid order.
-        head = f"SELECT m.id{rank} FROM {source.table} CROSS JOIN messages m ON m.id = {key}"
+        head = (
+            f"SELECT m.id{session}{rank} FROM {source.table} "
+            f"CROSS JOIN messages m ON m.id = {key}"
+        )
     where = [source.match[0], source.check[0], filters.sql]
     if source.window is not None:
         lo, hi = source.window
@@ -715,14 +721,18 @@ def _source_sql(
     newest: bool,
     with_rank: bool = False,
 ) -> tuple[str, tuple[Any, ...]]:
-    """Return the statement finding a source's matches in the id window (low, high], in order."""
-    select, key, params = _source_select(source, filters, with_rank)
+    """Return the statement finding a source's matches in the id window (low, high], in order:
+    rows of (id, session[, rank])."""
+    select, key, params = _source_select(source, filters, with_rank, with_session=True)
     low, high = window
     return (
         f"{select} AND {key} > {int(low)} AND {key} <= {int(high)} "
         f"ORDER BY {key} {'DESC' if newest else 'ASC'} LIMIT ?",
         params,
     )
+
+
+_SECOND, _THIRD = itemgetter(1), itemgetter(2)
 
 
 def _overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -739,12 +749,14 @@ def _walk_window(
     need: int,
     budget: _Budget,
     ranks: dict[int, float] | None = None,
+    sessions: dict[int, Any] | None = None,
 ) -> tuple[list[tuple[int, int]], int | None]:
     """Run every source over one id window; return (id, source) pairs and, when the budget cut
     the window short, the id beyond which (in walk order) every candidate was examined.
 
     Given ``ranks``, the first source's BM25 rank of each id it returns is put there (when that
-    source can be ranked): the ranking needs no statement of its own."""
+    source can be ranked): the ranking needs no statement of its own. Given ``sessions``, each
+    id's session is put there (counting the sessions then needs no statement either)."""
     got: dict[int, int] = {}
     # How far each source got: the window's far end once it ran to the end.
     reached: list[int] = []
@@ -776,7 +788,9 @@ def _walk_window(
         else:
             got = dict.fromkeys(ids, i)
         if with_rank and ranks is not None:
-            ranks.update(rows)  # (id, rank) pairs
+            ranks.update(zip(ids, map(_THIRD, rows), strict=True))
+        if sessions is not None:
+            sessions.update(zip(ids, map(_SECOND, rows), strict=True))
         if cut:
             # Every candidate from the near end down to the last hit was examined.
             last = ids[-1] if ids else None
@@ -827,6 +841,7 @@ def _walk(
             need - len(walk.ids),
             budget,
             walk.ranks if with_rank else None,
+            walk.sessions,
         )
         walk.ids.extend(map(itemgetter(0), pairs))
         walk.by_source.update(pairs)
@@ -1198,6 +1213,12 @@ def _coverage(
     return examined, total, (row[0] if row else None)
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Query:
+    """Parse and tame a query (kept: a Query is immutable, and a search repeats its text)."""
+    return tame_prefixes(parse_query(text))
+
+
 def search_messages(
     store: Store,
     query: str,
@@ -1230,7 +1251,7 @@ def search_messages(
     """
     if sort not in SORTS:
         sort = "rank"
-    parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
+    parsed = _parsed(query if isinstance(query, str) else "")
     limit, offset = max(0, int(limit)), max(0, int(offset))
     if not parsed.wanted().groups or limit == 0:
         # Nothing wanted (only exclusions are no search: see query.query_problem).
@@ -1299,8 +1320,11 @@ def search_messages(
 # --- counting -------------------------------------------------------------------------------
 
 
-def _sessions_of(conn: sqlite3.Connection, ids: Sequence[int]) -> int:
-    """Count the distinct sessions of the messages with these ids."""
+def _sessions_of(conn: sqlite3.Connection, walk: _Walk) -> int:
+    """Count the distinct sessions of the messages a walk found."""
+    ids = walk.ids
+    if walk.sessions.keys() >= set(ids):
+        return len({walk.sessions[i] for i in ids})  # the walk read them: no statement
     seen: set[Any] = set()
     for at in range(0, len(ids), HITS_PER_STATEMENT):
         chunk = ids[at : at + HITS_PER_STATEMENT]
@@ -1320,7 +1344,7 @@ def _tally(
     """
     walk = found.walk
     if walk.exhausted and not (complete and found.ordering == "rank"):
-        return len(walk.ids), _sessions_of(conn, walk.ids), True
+        return len(walk.ids), _sessions_of(conn, walk), True
     if complete:
         # A complete ranked search ranked its index matches in SQL: its walk saw only the rest.
         parts: list[str] = []
@@ -1335,7 +1359,7 @@ def _tally(
             params,
         ).fetchone()
         return int(row[0]), int(row[1]), True
-    return len(walk.ids), _sessions_of(conn, walk.ids), False
+    return len(walk.ids), _sessions_of(conn, walk), False
 
 
 def _count_route(conn: sqlite3.Connection, route: _Route, filters: _Filters, cap: int) -> int:
@@ -1374,7 +1398,7 @@ def count_matches(
     hits, so it runs under budget_s (and stops as soon as should_stop() returns True); past that
     the count is None.
     """
-    parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
+    parsed = _parsed(query if isinstance(query, str) else "")
     if not parsed.wanted().groups:
         return MatchCount(0, True, "none")
     filters = _filters(
