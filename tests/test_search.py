@@ -15,7 +15,10 @@ from support.children import child_env
 
 from hermes_state.records import messages, sessions
 from hermes_state.search import search
+from hermes_state.search.hits import _hits
+from hermes_state.search.routes import _filters, _Route
 from hermes_state.search.search import HIT_KEYS, search_messages
+from hermes_state.search.walk import _Found, _Walk
 from hermes_state.store import cjk, fts
 from hermes_state.store.connection import Store, open_store
 
@@ -167,17 +170,17 @@ def test_hit_the_word_index_lost_still_gets_a_snippet(store: Store) -> None:
     )
     found = search.search_messages(store, "lost")
     assert ids(found) == [kept]
-    page = search._hits(
+    page = _hits(
         store,
-        search._Found(
+        _Found(
             [gone, kept],
             "newest",
-            search._Route("word", [], "messages_fts", "lost"),
-            search._Walk([gone, kept], {gone: 0, kept: 0}, exhausted=True),
+            _Route("word", [], "messages_fts", "lost"),
+            _Walk([gone, kept], {gone: 0, kept: 0}, exhausted=True),
             {gone, kept},
         ),
         search.tame_prefixes(search.parse_query("lost")),
-        search._filters(store, None, None, None, False),
+        _filters(store, None, None, None, False),
         [gone, kept],
     )
     assert [h["id"] for h in page] == [gone, kept]

@@ -16,7 +16,8 @@ from clitools import child, run, run_json
 
 from hermes_state.records import messages, sessions
 from hermes_state.search import search
-from hermes_state.search.search import RANK_CANDIDATES, search_messages
+from hermes_state.search.search import search_messages
+from hermes_state.search.walk import RANK_CANDIDATES
 from hermes_state.store.connection import Store, open_store
 
 MANY = RANK_CANDIDATES + 100  # more matches than a default search counts

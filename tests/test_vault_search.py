@@ -19,7 +19,7 @@ from hermes_state.search import search
 from hermes_state.search.query import parse_query, tame_prefixes
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault, vault_search
+from hermes_state.vault import vault, vault_bm25, vault_search
 
 NOW = time.time()
 OLD = NOW - 400 * 86400
@@ -251,4 +251,4 @@ def test_search_help_states_the_vault_rules() -> None:
 
 
 def test_varints_decode_sqlite_format() -> None:
-    assert vault_search.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]
+    assert vault_bm25.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]
