@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hermes_state.search import walk
 from hermes_state.search.hits import HITS_PER_STATEMENT, _hits
 from hermes_state.search.query import (
     MAX_QUERY_CHARS as MAX_QUERY_CHARS,
@@ -79,7 +80,6 @@ from hermes_state.search.routes import (
     shown_matches,
 )
 from hermes_state.search.walk import (
-    SEARCH_BUDGET_STEPS,
     _Budget,
     _find,
     _Found,
@@ -264,7 +264,7 @@ def search_messages(
         if hide is not None:
             parsed, filters = shown_matches(conn, parsed, filters, hide)
         idx = _indexes_of(store)
-        with _Budget(conn, None if complete else SEARCH_BUDGET_STEPS) as budget:
+        with _Budget(conn, None if complete else walk.SEARCH_BUDGET_STEPS) as budget:
             found = _find(
                 conn,
                 parsed,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state.records.sessions import count_sessions, list_sessions, message_counts
-from hermes_state.search import search
+from hermes_state.search import search, walk as search_walk
 from hermes_state.search.hits import HITS_PER_STATEMENT, _hits
 from hermes_state.search.query import Query, parse_query, register_functions, tame_prefixes
 from hermes_state.search.routes import (
@@ -37,9 +37,6 @@ from hermes_state.search.routes import (
     shown_matches,
 )
 from hermes_state.search.walk import (
-    COUNT_AHEAD,
-    RANK_CANDIDATES,
-    SEARCH_BUDGET_STEPS,
     _Budget,
     _Found,
     _fts_failed,
@@ -128,8 +125,8 @@ def hidden_sessions(
 def _want(sort: str, need: int, complete: bool) -> int:
     """Return how many matches each store's walk collects (a ranked --all: every one)."""
     if sort == "rank":
-        return 1 << 62 if complete else max(need, RANK_CANDIDATES)
-    return max(need, COUNT_AHEAD)
+        return 1 << 62 if complete else max(need, search_walk.RANK_CANDIDATES)
+    return max(need, search_walk.COUNT_AHEAD)
 
 
 def _walk_part(
@@ -162,7 +159,7 @@ def _walk_part(
             part.filters,
             idx,
             newest=newest,
-            need=max(need, COUNT_AHEAD),
+            need=max(need, search_walk.COUNT_AHEAD),
             budget=part.budget,
         )
         if walk.stopped and len(walk.ids) >= need:
@@ -209,7 +206,9 @@ def _find_all(parts: Sequence[_Part], query: Query, sort: str, need: int, comple
                     part.found, part.bounded = None, True
                     continue
             _ready(part, query)
-            with _Budget(part.conn, None if complete else SEARCH_BUDGET_STEPS) as part.budget:
+            with _Budget(
+                part.conn, None if complete else search_walk.SEARCH_BUDGET_STEPS
+            ) as part.budget:
                 part.found = _run_part(part, part.routes[step], query, sort, need, complete, bound)
             part.bounded = bound is not None
             for i in part.found.walk.ids:
@@ -402,7 +401,7 @@ def _merge(
     ordering = found[0][1].ordering
     ranked: int | None = None
     if ranking:
-        cap = len(merged) if complete else max(need, RANK_CANDIDATES)
+        cap = len(merged) if complete else max(need, search_walk.RANK_CANDIDATES)
         pool = merged[:cap]
         exhausted = all(f.walk.exhausted for _, f in found) and len(merged) < cap
         ordering = "rank" if complete or exhausted else "rank_recent"
