@@ -6,6 +6,7 @@ See :mod:`hermes_state.search.search` for the routes a query takes and why.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -126,7 +127,35 @@ def _filters(
     pinned: bool | None = None,
 ) -> _Filters:
     """Build the filter conditions every source applies to candidate rows."""
-    cols = set(store.columns("messages"))
+    return _filters_of(
+        store.columns("messages"),
+        store.columns("sessions"),
+        tuple(_as_list(source_filter)),
+        tuple(_as_list(exclude_sources)),
+        tuple(_as_list(role_filter)),
+        include_inactive,
+        after,
+        before,
+        archived,
+        pinned,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _filters_of(
+    message_columns: tuple[str, ...],
+    session_columns: tuple[str, ...],
+    sources: tuple[str, ...],
+    excluded: tuple[str, ...],
+    roles: tuple[str, ...],
+    include_inactive: bool,
+    after: float | None,
+    before: float | None,
+    archived: bool | None,
+    pinned: bool | None,
+) -> _Filters:
+    """Build _filters' conditions for these columns and values (kept: searches repeat them)."""
+    cols = set(message_columns)
     visible = []
     if not include_inactive and {"active", "compacted"} <= cols:
         visible.append("({a}.active = 1 OR {a}.compacted = 1)")
@@ -136,11 +165,6 @@ def _filters(
         visible.append("({a}.display_kind IS NULL OR {a}.display_kind <> 'hidden')")
     conds = [v.format(a="m") for v in visible]
     params: list[str | float] = []
-    sources, excluded, roles = (
-        _as_list(source_filter),
-        _as_list(exclude_sources),
-        _as_list(role_filter),
-    )
     if sources:
         conds.append(_in_sessions(f"source IN ({marks(len(sources))})", True))
         params += sources
@@ -156,7 +180,7 @@ def _filters(
     if before is not None:
         conds.append("m.timestamp < ?")
         params.append(float(before))
-    conds += _session_flags(set(store.columns("sessions")), archived, pinned)
+    conds += _session_flags(set(session_columns), archived, pinned)
     return _Filters(
         sql=" AND ".join(conds) or "1",
         params=tuple(params),
@@ -451,8 +475,20 @@ def _routes(query: Query, idx: _Indexes, filters: _Filters) -> Iterator[_Route]:
 
     The wanted terms choose the route; the exclusions are the same check on every one.
     """
-    for route in _wanted_routes(query.wanted(), idx, filters):
-        yield _excluding(route, query)
+    n = 0
+    while (route := _route_at(query, idx, filters, n)) is not None:
+        yield route
+        n += 1
+
+
+@functools.lru_cache(maxsize=256)
+def _route_at(query: Query, idx: _Indexes, filters: _Filters, n: int) -> _Route | None:
+    """Return a query's n-th route (None past the last); kept, as a search repeats its query
+    (routes are never changed once built)."""
+    for i, route in enumerate(_wanted_routes(query.wanted(), idx, filters)):
+        if i == n:
+            return _excluding(route, query)
+    return None
 
 
 def _wanted_routes(query: Query, idx: _Indexes, filters: _Filters) -> Iterator[_Route]:

@@ -6,6 +6,7 @@ See :mod:`hermes_state.search.search` (the walk, ordering) for the design.
 from __future__ import annotations
 
 import contextlib
+import functools
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -124,6 +125,7 @@ def _source_select(
     return f"{head} WHERE {' AND '.join(where)}", key, params
 
 
+@functools.lru_cache(maxsize=256)
 def _source_sql(
     source: _Source,
     filters: _Filters,
