@@ -85,11 +85,11 @@ SELECT h.id, m.session_id, m.role, h.snippet, m.timestamp, m.tool_name,
 """
 
 
-# The rows search returns by default (hermes_state.search.search._filters): visible, not hidden.
+# The rows search returns by default (hermes_state.search.routes._filters): visible, not hidden.
 VISIBLE_SQL = (
     "(m.active = 1 OR m.compacted = 1) AND (m.display_kind IS NULL OR m.display_kind <> 'hidden')"
 )
-RANK_WINDOW = 2000  # hermes_state.search.search.RANK_CANDIDATES
+RANK_WINDOW = 2000  # hermes_state.search.walk.RANK_CANDIDATES
 
 
 def raw_recent_sql(table: str, snippet: str) -> str:

@@ -17,13 +17,13 @@ from types import ModuleType
 import pytest
 from support.children import child_env
 
-from hermes_state.search import search
+from hermes_state.search import search, walk
 from hermes_state.store.connection import open_store
 from hermes_state.transfer import portability
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH = REPO_ROOT / "bench"
-MESSAGES = 6000  # the common term then matches more rows than search.RANK_CANDIDATES
+MESSAGES = 6000  # the common term then matches more rows than walk.RANK_CANDIDATES
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_bench_rank_window_is_the_one_search_ranks(bench: ModuleType) -> None:
-    assert bench.RANK_WINDOW == search.RANK_CANDIDATES
+    assert bench.RANK_WINDOW == walk.RANK_CANDIDATES
 
 
 @pytest.mark.parametrize(

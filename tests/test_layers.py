@@ -53,6 +53,7 @@ LAYERS: list[set[str]] = [
         "model_config",
         "transcripts",
         "vault_twins",
+        "vault_bm25",
     },
     {
         "home",
@@ -66,9 +67,9 @@ LAYERS: list[set[str]] = [
     },
     {"cjk", "recover_report", "bulkload"},
     {"layout", "query", "store_objects", "recover_expect"},
-    {"migrations"},
-    {"connection"},
-    {"snapshot", "diagnosis", "usage_report", "vault_stores"},
+    {"migrations", "routes"},
+    {"connection", "walk"},
+    {"snapshot", "diagnosis", "usage_report", "vault_stores", "hits"},
     {
         "sessions",
         "recover_source",

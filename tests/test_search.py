@@ -14,8 +14,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from support.children import child_env
 
 from hermes_state.records import messages, sessions
-from hermes_state.search import search
+from hermes_state.search import search, walk
+from hermes_state.search.hits import _hits
+from hermes_state.search.routes import _filters, _Route
 from hermes_state.search.search import HIT_KEYS, search_messages
+from hermes_state.search.walk import _Found, _Walk
 from hermes_state.store import cjk, fts
 from hermes_state.store.connection import Store, open_store
 
@@ -167,17 +170,17 @@ def test_hit_the_word_index_lost_still_gets_a_snippet(store: Store) -> None:
     )
     found = search.search_messages(store, "lost")
     assert ids(found) == [kept]
-    page = search._hits(
+    page = _hits(
         store,
-        search._Found(
+        _Found(
             [gone, kept],
             "newest",
-            search._Route("word", [], "messages_fts", "lost"),
-            search._Walk([gone, kept], {gone: 0, kept: 0}, exhausted=True),
+            _Route("word", [], "messages_fts", "lost"),
+            _Walk([gone, kept], {gone: 0, kept: 0}, exhausted=True),
             {gone, kept},
         ),
         search.tame_prefixes(search.parse_query("lost")),
-        search._filters(store, None, None, None, False),
+        _filters(store, None, None, None, False),
         [gone, kept],
     )
     assert [h["id"] for h in page] == [gone, kept]
@@ -311,7 +314,7 @@ def test_selective_query_is_ranked_by_relevance(store: Store) -> None:
 def test_large_match_set_ranks_only_the_newest_candidates(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search, "RANK_CANDIDATES", 5)
+    monkeypatch.setattr(walk, "RANK_CANDIDATES", 5)
     best_but_old = add(store, "common common common common")
     recent = [add(store, f"common filler {i} " + "pad " * 30) for i in range(10)]
     result = search_messages(store, "common", limit=3)
@@ -323,7 +326,7 @@ def test_large_match_set_ranks_only_the_newest_candidates(
 def test_filters_that_reject_recent_candidates_still_find_older_matches(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search, "RANK_CANDIDATES", 3)
+    monkeypatch.setattr(walk, "RANK_CANDIDATES", 3)
     old = add(store, "common word", sid="tg-1")
     for i in range(8):
         add(store, f"common word {i}")
@@ -334,7 +337,7 @@ def test_filters_that_reject_recent_candidates_still_find_older_matches(
 def test_common_multi_word_and_prefix_queries_are_ranked_among_the_newest_matches(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search, "RANK_CANDIDATES", 3)
+    monkeypatch.setattr(walk, "RANK_CANDIDATES", 3)
     best_but_old = add(store, "frequent word frequent word frequent word")
     recent = [add(store, f"frequent word {i} " + "pad " * 20) for i in range(5)]
     for query in ("frequent word", "frequ*"):
@@ -401,9 +404,9 @@ def test_scan_cut_by_the_budget_says_how_far_it_got(
     for _ in range(300):
         add(store, "something else")
     _detach(store)
-    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
-    monkeypatch.setattr(search, "SEARCH_BUDGET_STEPS", 500)
-    monkeypatch.setattr(search, "FIRST_WINDOW_IDS", 16)
+    monkeypatch.setattr(walk, "PROGRESS_STEPS", 1)
+    monkeypatch.setattr(walk, "SEARCH_BUDGET_STEPS", 500)
+    monkeypatch.setattr(walk, "FIRST_WINDOW_IDS", 16)
     result = search_messages(store, "capped")
     assert (ids(result), result.route, result.partial) == ([], "scan", True)
     assert result.candidates == 301 and 0 < (result.examined or 0) < 301
@@ -510,9 +513,9 @@ def test_index_walk_cut_by_the_budget_is_partial_and_complete_finds_everything(
     wanted = add(store, "budget word", sid="tg-1")
     for i in range(400):
         add(store, f"budget word {i}")
-    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
-    monkeypatch.setattr(search, "SEARCH_BUDGET_STEPS", 2000)
-    monkeypatch.setattr(search, "FIRST_WINDOW_IDS", 16)
+    monkeypatch.setattr(walk, "PROGRESS_STEPS", 1)
+    monkeypatch.setattr(walk, "SEARCH_BUDGET_STEPS", 2000)
+    monkeypatch.setattr(walk, "FIRST_WINDOW_IDS", 16)
     result = search_messages(store, "budget", source_filter="telegram", sort="newest")
     assert (ids(result), result.route, result.partial) == ([], "word", True)
     assert result.candidates == 401 and 0 < (result.examined or 0) < 401
@@ -599,7 +602,7 @@ def test_count_matches_over_budget_gives_no_count_and_leaves_the_connection_usab
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     add(store, "budget word")
-    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
+    monkeypatch.setattr(walk, "PROGRESS_STEPS", 1)
     count = search.count_matches(store, "budget", budget_s=-1.0)
     assert (count.count, count.complete) == (None, False)
     assert store.conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 1
@@ -607,7 +610,7 @@ def test_count_matches_over_budget_gives_no_count_and_leaves_the_connection_usab
 
 def test_count_matches_stops_when_asked(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     add(store, "stopped word")
-    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
+    monkeypatch.setattr(walk, "PROGRESS_STEPS", 1)
     assert search.count_matches(store, "stopped", should_stop=lambda: True).count is None
 
 

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from support.children import child_env
 
-from hermes_state.search import search
+from hermes_state.search import search, walk
+from hermes_state.store import cjk
 from hermes_state.store.connection import Store, open_store
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -220,7 +221,7 @@ def test_ranked_search_ranks_exactly_the_filtered_matches(
         ):
             where, params = _filters_sql({"sources": sources, "roles": roles})
             if kind == "cjk":
-                fts_match: str = search.cjk.cjk_match_expr(text)
+                fts_match: str = cjk.cjk_match_expr(text)
             else:
                 fts_match = match.fts()
             truth = [
@@ -241,7 +242,7 @@ def test_ranked_search_ranks_exactly_the_filtered_matches(
             if default.ordering == "rank":
                 assert [h["id"] for h in default] == truth, (sources, roles)
             else:
-                assert default.ranked == search.RANK_CANDIDATES
+                assert default.ranked == walk.RANK_CANDIDATES
     finally:
         truth_conn.close()
 

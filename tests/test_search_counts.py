@@ -15,8 +15,9 @@ import pytest
 from clitools import child, run, run_json
 
 from hermes_state.records import messages, sessions
-from hermes_state.search import search
-from hermes_state.search.search import RANK_CANDIDATES, search_messages
+from hermes_state.search import walk
+from hermes_state.search.search import search_messages
+from hermes_state.search.walk import RANK_CANDIDATES
 from hermes_state.store.connection import Store, open_store
 
 MANY = RANK_CANDIDATES + 100  # more matches than a default search counts
@@ -102,9 +103,9 @@ def test_counts_of_a_search_cut_by_its_budget_are_lower_bounds(
 ) -> None:
     fill(store, "tg-1", ["budget word"])
     fill(store, "cli-1", [f"budget word {i}" for i in range(400)])
-    monkeypatch.setattr(search, "PROGRESS_STEPS", 1)
-    monkeypatch.setattr(search, "SEARCH_BUDGET_STEPS", 2000)
-    monkeypatch.setattr(search, "FIRST_WINDOW_IDS", 16)
+    monkeypatch.setattr(walk, "PROGRESS_STEPS", 1)
+    monkeypatch.setattr(walk, "SEARCH_BUDGET_STEPS", 2000)
+    monkeypatch.setattr(walk, "FIRST_WINDOW_IDS", 16)
     result = search_messages(store, "budget", source_filter="telegram", sort="newest")
     assert (result.partial, result.matches, result.sessions, result.complete) == (
         True,

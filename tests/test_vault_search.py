@@ -15,11 +15,11 @@ from clitools import child, run, run_json
 
 from hermes_state.records.messages import append_messages
 from hermes_state.records.sessions import create_session, end_session
-from hermes_state.search import search
+from hermes_state.search import search, walk
 from hermes_state.search.query import parse_query, tame_prefixes
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault, vault_search
+from hermes_state.vault import vault, vault_bm25, vault_search
 
 NOW = time.time()
 OLD = NOW - 400 * 86400
@@ -171,7 +171,7 @@ def test_ranked_candidates_are_the_globally_newest(
 ) -> None:
     live, combined = stores
     # A small candidate cap stands in for a store with more than RANK_CANDIDATES matches.
-    monkeypatch.setattr(search, "RANK_CANDIDATES", 15)
+    monkeypatch.setattr(walk, "RANK_CANDIDATES", 15)
     one = search.search_messages(combined, "docker", limit=10)
     both = vault_search.search_spanning(live, home(), "docker", limit=10)
     assert one.ordering == both.ordering == "rank_recent"
@@ -251,4 +251,4 @@ def test_search_help_states_the_vault_rules() -> None:
 
 
 def test_varints_decode_sqlite_format() -> None:
-    assert vault_search.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]
+    assert vault_bm25.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]

@@ -291,7 +291,7 @@ def _highlighted(text: str, pattern: re.Pattern[str] | None) -> Text:
 
 def search_highlight(query: str) -> re.Pattern[str] | None:
     """Return the pattern that marks the query's matches in message bodies."""
-    from hermes_state.search.search import highlight_pattern
+    from hermes_state.search.hits import highlight_pattern
 
     return highlight_pattern(query)
 
@@ -370,7 +370,7 @@ def status_parts(
 ) -> list[Part]:
     """Return the fields of the status line, each with its shorter forms and its importance:
     what is wrong or needs a key first, then counts, then how the search ran."""
-    from hermes_state.search.search import RANK_CANDIDATES
+    from hermes_state.search.walk import RANK_CANDIDATES
 
     if results is None:
         return [Part(("loading…",), droppable=False)]

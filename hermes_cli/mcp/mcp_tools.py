@@ -58,7 +58,7 @@ class ToolSpec:
 def _redacted_hit(hit: dict[str, Any]) -> dict[str, Any]:
     """Return a shaped search hit with its title, snippet and context redacted."""
     from hermes_state.reports import redact
-    from hermes_state.search import search
+    from hermes_state.search import hits
 
     out = dict(hit)
     title, snippet = hit.get("session_title"), hit.get("snippet")
@@ -68,7 +68,7 @@ def _redacted_hit(hit: dict[str, Any]) -> dict[str, Any]:
         {
             **c,
             "content": redact.redact_fragment(
-                c.get("content"), cut_end=len(c.get("content") or "") >= search.CONTEXT_CHARS
+                c.get("content"), cut_end=len(c.get("content") or "") >= hits.CONTEXT_CHARS
             ),
         }
         for c in hit.get("context") or []

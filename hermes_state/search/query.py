@@ -607,5 +607,12 @@ def has_words(text: object, prefix: object, *values: object) -> int:
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
-    """Make the SQL functions exclusion_sql uses available on conn."""
+    """Make the SQL functions exclusion_sql uses available on conn (once per connection)."""
+    # Defining a function again expires every prepared statement of the connection, so each
+    # search would parse and plan its statements anew: a cheap probe first.
+    try:
+        conn.execute(f"SELECT {HAS_WORDS_FUNCTION}('', 0)").fetchone()
+        return
+    except sqlite3.OperationalError:
+        pass
     conn.create_function(HAS_WORDS_FUNCTION, -1, has_words, deterministic=True)

@@ -7,22 +7,9 @@ sessions are left out.
 **One order, as if every session were in one store.** Message ids are kept by a move, so
 ``newest``/``oldest`` merge the stores' walks by message id, as one store walks them. A ranked
 search takes the globally newest ``RANK_CANDIDATES`` matches (each store walks its own newest
-that many) and ranks them by BM25 computed with the statistics of all the stores together:
-FTS5's ``rank`` of each store uses that store's own row count, average length and per-phrase
-document counts, so it is recomputed here with FTS5's own formula (``fts5_aux.c``,
-``fts5Bm25Function``)::
-
-    score = sum over phrases p:  idf(p) * f(p) * (k1 + 1) / (f(p) + k1 * (1 - b + b * D / avgdl))
-    idf(p) = log((N - n(p) + 0.5) / (n(p) + 0.5)), at least 1e-6;  rank = -score
-
-with k1 = 1.2 and b = 0.75; N and the token total (avgdl = tokens / N) summed from each table's
-averages record (``<fts>_data`` rowid 1: varints, the row count, then each column's token
-total), n(p) the rows matching the phrase alone (FTS5's own xQueryPhrase count: a single word,
-a phrase or a prefix), D the row's tokens in every column (``<fts>_docsize``) and f(p) the
-row's instances of the phrase (FTS5 counts the instances of a phrase in a row only when the
-phrase's AND-group matches that row). f(p) is read back from FTS5 itself: the BM25 of the
-phrase alone over the candidate rows, solved for f with that store's statistics (exact: f is a
-whole number). One store holding everything gives the same scores, to rounding.
+that many) and ranks them by BM25 computed with the statistics of all the stores together
+(:mod:`hermes_state.vault.vault_bm25`): one store holding everything gives the same scores, to
+rounding.
 """
 
 from __future__ import annotations
@@ -30,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
-import math
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -40,213 +26,36 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state.records.sessions import count_sessions, list_sessions, message_counts
-from hermes_state.search import search
+from hermes_state.search import search, walk as search_walk
+from hermes_state.search.hits import HITS_PER_STATEMENT, _hits
 from hermes_state.search.query import Query, parse_query, register_functions, tame_prefixes
+from hermes_state.search.routes import (
+    _filters,
+    _indexes_of,
+    _routes,
+    _scan_route,
+    shown_matches,
+)
+from hermes_state.search.walk import (
+    _Budget,
+    _Found,
+    _fts_failed,
+    _walk,
+)
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import SortUnavailableError
-from hermes_state.store.sql import quote
 from hermes_state.vault import vault, vault_twins
-
-K1 = 1.2
-B = 0.75
-MIN_IDF = 1e-6
-_AVERAGES_ROWID = 1  # FTS5_AVERAGES_ROWID
-
-
-# --- FTS5 statistics ------------------------------------------------------------------------
-
-
-def varints(blob: bytes) -> list[int]:
-    """Decode a run of SQLite varints (FTS5 stores its counters in this format)."""
-    out: list[int] = []
-    i, n = 0, len(blob)
-    while i < n:
-        value = 0
-        for k in range(9):
-            if i >= n:
-                return out  # a truncated record: what was whole
-            byte = blob[i]
-            i += 1
-            if k == 8:
-                value = (value << 8) | byte
-                break
-            value = (value << 7) | (byte & 0x7F)
-            if not byte & 0x80:
-                break
-        out.append(value)
-    return out
-
-
-def table_totals(conn: sqlite3.Connection, table: str) -> tuple[int, int]:
-    """Return an FTS5 table's (row count, token count over every column) from its averages
-    record; (0, 0) when it has none."""
-    row = conn.execute(
-        f"SELECT block FROM {quote(table + '_data')} WHERE id = ?", (_AVERAGES_ROWID,)
-    ).fetchone()
-    if row is None or not isinstance(row[0], bytes):
-        return 0, 0
-    values = varints(row[0])
-    return (values[0], sum(values[1:])) if values else (0, 0)
-
-
-def doc_lengths(conn: sqlite3.Connection, table: str, ids: Sequence[int]) -> dict[int, int]:
-    """Return each row's token count over every column, from the table's docsize records."""
-    out: dict[int, int] = {}
-    for rid, size in conn.execute(
-        f"SELECT id, sz FROM {quote(table + '_docsize')} "
-        "WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(ids)),),
-    ):
-        if not isinstance(size, bytes):
-            out[int(rid)] = 0
-        elif max(size, default=0) < 0x80:
-            out[int(rid)] = sum(size)  # every column under 128 tokens: one byte each
-        else:
-            out[int(rid)] = sum(varints(size))
-    return out
-
-
-def phrase_groups(match: str) -> list[list[str]]:
-    """Split an FTS5 query of bare or quoted phrases (``a "b c" d* OR e``) into its OR-groups
-    of phrases, in FTS5's phrase order."""
-    groups: list[list[str]] = [[]]
-    i, n = 0, len(match)
-    while i < n:
-        if match[i].isspace():
-            i += 1
-            continue
-        start = i
-        if match[i] == '"':
-            i += 1
-            while i < n:
-                if match[i] == '"':
-                    if i + 1 < n and match[i + 1] == '"':
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                i += 1
-        else:
-            while i < n and not match[i].isspace():
-                i += 1
-        while i < n and match[i] == "*":
-            i += 1
-        token = match[start:i]
-        if token == "OR":
-            groups.append([])
-        elif token != "AND":
-            groups[-1].append(token)
-    return [g for g in groups if g]
-
-
-def _starts(groups: Sequence[Sequence[str]]) -> list[int]:
-    """Return the index of each group's first phrase in the flat phrase list."""
-    out, at = [], 0
-    for g in groups:
-        out.append(at)
-        at += len(g)
-    return out
-
-
-def idf(rows: int, hits: int) -> float:
-    """Return FTS5's IDF of a phrase found in hits of rows."""
-    value = math.log((rows - hits + 0.5) / (hits + 0.5)) if rows else 0.0
-    return value if value > 0.0 else MIN_IDF
-
-
-def bm25(idfs: Sequence[float], freqs: Sequence[float], length: float, avgdl: float) -> float:
-    """Return FTS5's bm25() of one row (negative: lower is better), in FTS5's own arithmetic."""
-    score = 0.0
-    for weight, f in zip(idfs, freqs, strict=True):
-        score += weight * ((f * (K1 + 1.0)) / (f + K1 * (1 - B + B * length / avgdl)))
-    return -1.0 * score
-
-
-@dataclass
-class _TableStats:
-    """One FTS table's statistics in one store, and what its candidate rows hold."""
-
-    rows: int
-    tokens: int
-    hits: list[int]  # rows matching each phrase alone
-
-
-def _phrase_hits(conn: sqlite3.Connection, table: str, phrases: Sequence[str]) -> list[int]:
-    """Count the rows matching each phrase alone (FTS5's n(q), as xQueryPhrase counts it)."""
-    return [
-        int(
-            conn.execute(
-                f"SELECT count(*) FROM {quote(table)} WHERE {quote(table)} MATCH ?", (p,)
-            ).fetchone()[0]
-        )
-        for p in phrases
-    ]
-
-
-def _freqs(
-    conn: sqlite3.Connection,
-    table: str,
-    groups: Sequence[Sequence[str]],
-    stats: _TableStats,
-    ids: Sequence[int],
-    lengths: dict[int, int],
-    local_ranks: dict[int, float],
-) -> dict[int, list[float]]:
-    """Return each candidate row's instances of every phrase (0 where it has none), read back
-    from FTS5's bm25 with this store's statistics: of each phrase alone over the candidates,
-    and, for one phrase alone in its OR-group, of the whole query (the walk's rank)."""
-    phrases = [p for g in groups for p in g]
-    out = {i: [0.0] * len(phrases) for i in ids}
-    if not ids or not stats.rows:
-        return out
-    avgdl = stats.tokens / stats.rows
-    weights = [idf(stats.rows, h) for h in stats.hits]
-    dls = {i: K1 * (1 - B + B * lengths.get(i, 0) / avgdl) for i in ids}
-
-    def solve(rid: int, k: int, score: float) -> None:
-        # FTS5's formula solved for f (a whole number, so rounded).
-        q = score / weights[k]
-        denominator = (K1 + 1.0) - q
-        if denominator > 0:
-            out[rid][k] = float(round(q * dls[rid] / denominator))
-
-    # The whole query's score less the other phrases' parts is one phrase's part, when that
-    # phrase counts exactly where it occurs: the only phrase of its OR-group, or any phrase of
-    # the only group (every phrase is in every match). The one this store has most often: its
-    # statement would read the longest list (f stays exact: the residual's error is far below
-    # a half even at the least IDF).
-    spans = [(a, a + len(g)) for a, g in zip(_starts(groups), groups, strict=True)]
-    last = -1
-    if all(i in local_ranks for i in ids):
-        able = [k for a, z in spans for k in range(a, z) if len(spans) == 1 or z - a == 1]
-        last = max(able, key=lambda k: (stats.hits[k], weights[k]), default=-1)
-    others = [k for k in range(len(phrases)) if k != last]
-    if others:
-        wanted = json.dumps(sorted(ids))
-        low, high = min(ids), max(ids)
-    for k in others:
-        # The rowid range is served by FTS5; "+rowid IN" is checked per row (see search).
-        for rid, score in conn.execute(
-            f"SELECT rowid, bm25({quote(table)}) FROM {quote(table)} "
-            f"WHERE {quote(table)} MATCH ? AND rowid BETWEEN ? AND ? "
-            "AND +rowid IN (SELECT value FROM json_each(?))",
-            (phrases[k], low, high, wanted),
-        ):
-            solve(rid, k, -float(score))
-    if last >= 0:
-        rest_spans = [(a, z) for a, z in spans if not a <= last < z]
-        for i in ids:
-            f, dl = out[i], dls[i]
-            # A phrase counts in a row only when its whole AND-group matches there.
-            counted = (
-                others
-                if len(spans) == 1
-                else [k for a, z in rest_spans if all(f[a:z]) for k in range(a, z)]
-            )
-            rest = sum(weights[k] * ((f[k] * (K1 + 1.0)) / (f[k] + dl)) for k in counted)
-            solve(i, last, -local_ranks[i] - rest)
-    return out
-
+from hermes_state.vault.vault_bm25 import (
+    _freqs,
+    _phrase_hits,
+    _starts,
+    _TableStats,
+    bm25,
+    doc_lengths,
+    idf,
+    phrase_groups,
+    table_totals,
+)
 
 # --- the search -----------------------------------------------------------------------------
 
@@ -258,11 +67,11 @@ class _Part:
     year: str | None  # None: the live store
     store: Store
     conn: sqlite3.Connection
-    filters: Any  # search._Filters
-    idx: Any  # search._Indexes
-    routes: list[Any]  # search._Route
+    filters: Any  # _Filters
+    idx: Any  # _Indexes
+    routes: list[Any]  # _Route
     walks: bool = True  # False: --since excludes every message of this store
-    found: Any = None  # search._Found
+    found: Any = None  # _Found
     bounded: bool = False  # walked only beyond the matches other stores had: counts are partial
     budget: Any = None
     scores: dict[int, float] = field(default_factory=dict)
@@ -278,7 +87,7 @@ def _ready(part: _Part, query: Query) -> None:
     part.hides = None
     if hidden:
         part.filters = _hiding(part.filters, hidden)
-        part.routes = list(search._routes(query, part.idx, part.filters))
+        part.routes = list(_routes(query, part.idx, part.filters))
 
 
 def _year_end(year: str) -> float:
@@ -316,14 +125,14 @@ def hidden_sessions(
 def _want(sort: str, need: int, complete: bool) -> int:
     """Return how many matches each store's walk collects (a ranked --all: every one)."""
     if sort == "rank":
-        return 1 << 62 if complete else max(need, search.RANK_CANDIDATES)
-    return max(need, search.COUNT_AHEAD)
+        return 1 << 62 if complete else max(need, search_walk.RANK_CANDIDATES)
+    return max(need, search_walk.COUNT_AHEAD)
 
 
 def _walk_part(
     part: _Part, route: Any, sort: str, need: int, complete: bool, bound: int | None
 ) -> Any:
-    """Walk one route of one store as search._run does, keeping every candidate's source;
+    """Walk one route of one store as _run does, keeping every candidate's source;
     only ids beyond bound (newer, or older for sort="oldest") when given."""
     rankable = sort == "rank" and route.sources[0].rankable
     idx = part.idx
@@ -331,7 +140,7 @@ def _walk_part(
         idx = replace(idx, max_id=bound - 1) if sort == "oldest" else replace(idx, min_id=bound + 1)
     if rankable:
         want = _want(sort, need, complete)
-        walk = search._walk(
+        walk = _walk(
             part.conn,
             route,
             part.filters,
@@ -344,20 +153,20 @@ def _walk_part(
         ordering = "rank" if walk.exhausted else "rank_recent"
     else:
         newest = sort != "oldest"
-        walk = search._walk(
+        walk = _walk(
             part.conn,
             route,
             part.filters,
             idx,
             newest=newest,
-            need=max(need, search.COUNT_AHEAD),
+            need=max(need, search_walk.COUNT_AHEAD),
             budget=part.budget,
         )
         if walk.stopped and len(walk.ids) >= need:
             walk.stopped = False  # every hit asked for was found: only the count stopped short
         ordering = "newest" if newest else "oldest"
     first = {i for i in walk.ids if walk.by_source[i] == 0}
-    return search._Found(list(walk.ids), ordering, route, walk, first, ranked=len(walk.ids))
+    return _Found(list(walk.ids), ordering, route, walk, first, ranked=len(walk.ids))
 
 
 def _run_part(
@@ -367,9 +176,9 @@ def _run_part(
     try:
         return _walk_part(part, route, sort, need, complete, bound)
     except sqlite3.DatabaseError as exc:
-        if route.name == "scan" or not search._fts_failed(exc):
+        if route.name == "scan" or not _fts_failed(exc):
             raise
-        return _walk_part(part, search._scan_route(query), sort, need, complete, bound)
+        return _walk_part(part, _scan_route(query), sort, need, complete, bound)
 
 
 def _find_all(parts: Sequence[_Part], query: Query, sort: str, need: int, complete: bool) -> None:
@@ -397,8 +206,8 @@ def _find_all(parts: Sequence[_Part], query: Query, sort: str, need: int, comple
                     part.found, part.bounded = None, True
                     continue
             _ready(part, query)
-            with search._Budget(
-                part.conn, None if complete else search.SEARCH_BUDGET_STEPS
+            with _Budget(
+                part.conn, None if complete else search_walk.SEARCH_BUDGET_STEPS
             ) as part.budget:
                 part.found = _run_part(part, part.routes[step], query, sort, need, complete, bound)
             part.bounded = bound is not None
@@ -560,13 +369,13 @@ def _open_part(
     search_messages has it)."""
     conn = stack.enter_context(store.snapshot())
     register_functions(conn)
-    filters = search._filters(store, archived=archived, pinned=pinned, **kwargs)
+    filters = _filters(store, archived=archived, pinned=pinned, **kwargs)
     if hide is not None:
-        query, filters = search.shown_matches(conn, query, filters, hide)
-    idx = search._indexes_of(store)
+        query, filters = shown_matches(conn, query, filters, hide)
+    idx = _indexes_of(store)
     # A vault store's routes are built again with its hidden sessions when it is walked
     # (_ready); these give how many there are.
-    routes = list(search._routes(query, idx, filters))
+    routes = list(_routes(query, idx, filters))
     return _Part(year, store, conn, filters, idx, routes, hides=None if year is None else live)
 
 
@@ -592,7 +401,7 @@ def _merge(
     ordering = found[0][1].ordering
     ranked: int | None = None
     if ranking:
-        cap = len(merged) if complete else max(need, search.RANK_CANDIDATES)
+        cap = len(merged) if complete else max(need, search_walk.RANK_CANDIDATES)
         pool = merged[:cap]
         exhausted = all(f.walk.exhausted for _, f in found) and len(merged) < cap
         ordering = "rank" if complete or exhausted else "rank_recent"
@@ -613,13 +422,13 @@ def _merge(
     for n, f in found:
         mine = [i for m, i in page if m == n]
         part = parts[n]
-        for at in range(0, len(mine), search.HITS_PER_STATEMENT):
-            for hit in search._hits(
+        for at in range(0, len(mine), HITS_PER_STATEMENT):
+            for hit in _hits(
                 part.store,
                 f,
                 query,
                 part.filters,
-                mine[at : at + search.HITS_PER_STATEMENT],
+                mine[at : at + HITS_PER_STATEMENT],
                 with_context=context,
             ):
                 hit["vault"] = part.year
@@ -711,12 +520,10 @@ def count_spanning(
             s.snapshot() as conn,
         ):
             register_functions(conn)
-            kept = _hiding(search._filters(s, **kwargs), hidden_sessions(live, conn))
-            with search._Budget(conn, None, seconds=left, should_stop=should_stop) as budget:
+            kept = _hiding(_filters(s, **kwargs), hidden_sessions(live, conn))
+            with _Budget(conn, None, seconds=left, should_stop=should_stop) as budget:
                 try:
-                    n, name = search._count_routes(
-                        conn, parsed, search._indexes_of(s), kept, cap - total
-                    )
+                    n, name = search._count_routes(conn, parsed, _indexes_of(s), kept, cap - total)
                 except sqlite3.DatabaseError as exc:
                     if not budget.interrupted(exc):
                         raise
