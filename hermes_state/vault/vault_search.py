@@ -45,7 +45,7 @@ from hermes_state.search.query import Query, parse_query, register_functions, ta
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import SortUnavailableError
 from hermes_state.store.sql import quote
-from hermes_state.vault import vault, vault_twins
+from hermes_state.vault import vault_stores as vault, vault_twins  # not vault.py: moving is heavy
 
 K1 = 1.2
 B = 0.75
