@@ -69,6 +69,7 @@ LAYERS: list[set[str]] = [
     {"snapshot", "diagnosis", "usage_report", "vault_stores"},
     {
         "sessions",
+        "transcript",
         "recover_source",
         "repair",
         "compression_state",

@@ -1,6 +1,7 @@
 """`hermes sessions show` and `export`: one session's transcript, or many sessions as a file."""
 
 import collections
+import functools
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -90,10 +91,17 @@ def show(
     from hermes_cli.commands import vault
     from hermes_cli.rendering import pager
     from hermes_cli.shared import machines, stores
-    from hermes_state.records import messages, sessions as lib
+    from hermes_state.records import messages, sessions as lib, transcript
     from hermes_state.reports import redact as redaction
 
     settings = setup(fmt, as_json, color, pager=not no_pager)
+    # People see a few columns of each message: read only those (machine formats and --redact
+    # get every field).
+    read = (
+        transcript.iter_transcript
+        if not (settings.machine or redact)
+        else functools.partial(messages.iter_messages, include_inactive=True)
+    )
     machine_name, where = _session_home(machine, session)
     # A session the live store lacks is looked up in the vault (marked with its year).
     with (
@@ -122,11 +130,7 @@ def show(
         row["message_count"], row["stored_message_count"] = counts.live, counts.stored
         older = [y for _part, y in parts[:-1]]
         rows: Iterable[dict[str, Any]] = _visible(
-            (
-                {**m, "vault": part_year}
-                for part, part_year in parts
-                for m in messages.iter_messages(part, sid, include_inactive=True)
-            ),
+            ({**m, "vault": part_year} for part, part_year in parts for m in read(part, sid)),
             include_all=include_all,
             roles=role,
         )
