@@ -1,6 +1,7 @@
 """Time whole `hermes` processes on a big profile against `python -c` running the bare SQL.
 
 Usage: python bench/big_profile.py --home DIR [--repeat 7] [--only list,stats] [--json FILE]
+       [--baseline CHECKOUT]
 
 DIR is a HERMES_HOME holding state.db, e.g. one made by
 ``python bench/generate.py --messages 1000000 --out DIR`` or ``--field-report --out DIR``.
@@ -13,7 +14,9 @@ warm-up each (the warm-up writes the bytecode caches and brings the store into t
 The table gives medians of wall time and of CPU time (user + system of the child: steadier
 than wall time on a shared machine) and checks each row against the targets of issue 37:
 under 300 ms whole process, at most 100 ms above the bare SQL. The load average is printed
-with the table; read wall times taken under load with care.
+with the table; read wall times taken under load with care. ``--baseline CHECKOUT`` also runs
+each command from another checkout of the code (e.g. ``git worktree add /tmp/before 2f1f4c5``)
+in the same rounds, for before/after figures measured side by side.
 """
 
 from __future__ import annotations
@@ -180,6 +183,8 @@ class Row:
     bare_cpu_ms: float
     above_ms: float
     passed: bool
+    before_ms: float | None = None
+    before_cpu_ms: float | None = None
     samples: dict[str, list[float]] = field(default_factory=dict)
 
 
@@ -230,9 +235,9 @@ def operations(db: Path) -> list[Op]:
     ]
 
 
-def child_env(home: Path) -> dict[str, str]:
-    """Environment of the timed processes: this checkout importable, HERMES_HOME at the store."""
-    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{BENCH_DIR}"}
+def child_env(home: Path, checkout: Path = REPO_ROOT) -> dict[str, str]:
+    """Environment of the timed processes: a checkout importable, HERMES_HOME at the store."""
+    env = {**os.environ, "PYTHONPATH": f"{checkout}{os.pathsep}{BENCH_DIR}"}
     env.update(HERMES_HOME=str(home), NO_COLOR="1", COLUMNS="120")
     # Timed as an installed tool starts: from cached bytecode (the warm-up run writes it).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -252,24 +257,30 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, cpu
 
 
-def measure(op: Op, home: Path, repeat: int, python: str) -> Row:
-    """Time op's command and its bare program alternately, repeat rounds after a warm-up."""
+def measure(op: Op, home: Path, repeat: int, python: str, baseline: Path | None = None) -> Row:
+    """Time op's command and its bare program (and the baseline checkout's command) in turn,
+    repeat rounds after a warm-up, the order rotating each round."""
     env = child_env(home)
     db = str(home / "state.db")
-    ours_argv = [python, "-m", "hermes_cli", *op.argv]
-    bare_argv = [python, "-c", op.bare, db, *op.bare_args]
-    run_once(ours_argv, env)
-    run_once(bare_argv, env)
-    walls: dict[str, list[float]] = {"ours": [], "bare": []}
-    cpus: dict[str, list[float]] = {"ours": [], "bare": []}
+    runs = [
+        ("ours", [python, "-m", "hermes_cli", *op.argv], env),
+        ("bare", [python, "-c", op.bare, db, *op.bare_args], env),
+    ]
+    if baseline is not None:
+        runs.append(("before", runs[0][1], child_env(home, baseline)))
+    for _who, argv, run_env in runs:
+        run_once(argv, run_env)
+    walls: dict[str, list[float]] = {who: [] for who, _a, _e in runs}
+    cpus: dict[str, list[float]] = {who: [] for who, _a, _e in runs}
     for i in range(repeat):
-        order = [("ours", ours_argv), ("bare", bare_argv)]
-        for who, argv in order if i % 2 == 0 else reversed(order):
-            wall, cpu = run_once(argv, env)
+        for who, argv, run_env in runs[i % len(runs) :] + runs[: i % len(runs)]:
+            wall, cpu = run_once(argv, run_env)
             walls[who].append(wall * 1000)
             cpus[who].append(cpu * 1000)
     ours, bare = statistics.median(walls["ours"]), statistics.median(walls["bare"])
     above = ours - bare
+    before = statistics.median(walls["before"]) if baseline is not None else None
+    before_cpu = statistics.median(cpus["before"]) if baseline is not None else None
     return Row(
         name=op.name,
         command="hermes " + " ".join(op.argv),
@@ -279,24 +290,29 @@ def measure(op: Op, home: Path, repeat: int, python: str) -> Row:
         bare_cpu_ms=round(statistics.median(cpus["bare"]), 1),
         above_ms=round(above, 1),
         passed=ours < TARGET_MS and above <= TARGET_ABOVE_MS,
+        before_ms=None if before is None else round(before, 1),
+        before_cpu_ms=None if before_cpu is None else round(before_cpu, 1),
         samples={f"{k}_wall_ms": v for k, v in walls.items()}
         | {f"{k}_cpu_ms": v for k, v in cpus.items()},
     )
 
 
 def table(rows: list[Row]) -> str:
-    """Return the rows as a plain-text table."""
+    """Return the rows as a plain-text table (with the baseline's columns when measured)."""
+    with_before = any(r.before_ms is not None for r in rows)
     head = (
         f"{'operation':<24} {'ours ms':>8} {'bare ms':>8} {'above':>7} "
-        f"{'ours cpu':>9} {'bare cpu':>9} {'cpu above':>9}  target (<{TARGET_MS:.0f} ms, "
-        f"<= +{TARGET_ABOVE_MS:.0f} ms)"
+        f"{'ours cpu':>9} {'bare cpu':>9} {'cpu above':>9}"
+        + (f" {'before ms':>9} {'before cpu':>10}" if with_before else "")
+        + f"  target (<{TARGET_MS:.0f} ms, <= +{TARGET_ABOVE_MS:.0f} ms)"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         cpu_above = r.ours_cpu_ms - r.bare_cpu_ms
+        before = f" {r.before_ms or 0:>9.1f} {r.before_cpu_ms or 0:>10.1f}" if with_before else ""
         lines.append(
             f"{r.name:<24} {r.ours_ms:>8.1f} {r.bare_ms:>8.1f} {r.above_ms:>+7.1f} "
-            f"{r.ours_cpu_ms:>9.1f} {r.bare_cpu_ms:>9.1f} {cpu_above:>+9.1f}  "
+            f"{r.ours_cpu_ms:>9.1f} {r.bare_cpu_ms:>9.1f} {cpu_above:>+9.1f}{before}  "
             f"{'pass' if r.passed else 'FAIL'}"
         )
     return "\n".join(lines)
@@ -321,6 +337,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="comma-separated operation names (prefixes) to run")
     p.add_argument("--json", type=Path, help="also write the rows here")
     p.add_argument("--python", default=sys.executable, help="interpreter for both processes")
+    p.add_argument(
+        "--baseline", type=Path, help="another checkout whose commands run in the same rounds"
+    )
     args = p.parse_args(argv)
     db = args.home / "state.db"
     if not db.exists():
@@ -338,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows: list[Row] = []
     for op in ops:
-        row = measure(op, args.home, args.repeat, args.python)
+        row = measure(op, args.home, args.repeat, args.python, args.baseline)
         print(
             f"  {row.name}: ours {row.ours_ms:.0f} ms, bare {row.bare_ms:.0f} ms",
             file=sys.stderr,
