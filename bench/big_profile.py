@@ -248,7 +248,9 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Run one process to completion; return its wall and CPU (user + system) seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(argv, env=env, capture_output=True)
+    # Run from the store's home: `python -m` puts the working directory first on sys.path, which
+    # would put a checkout there ahead of PYTHONPATH's (the baseline's).
+    proc = subprocess.run(argv, env=env, capture_output=True, cwd=env["HERMES_HOME"])
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
