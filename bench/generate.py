@@ -1,7 +1,8 @@
 """Generate a realistic, reproducible benchmark store of N messages through the hermes_state API.
 
 Usage: python bench/generate.py --messages 1000000 [--seed 7] [--out DIR] [--reuse]
-       [--single-session]
+       [--single-session] [--size-scale 8.0]
+       python bench/generate.py --field-report [--out DIR]   (760,000 messages, 59,350 sessions)
 
 Shape of the data: power-law messages per session (many short cron/chat sessions, a few huge
 coding sessions); user/assistant/tool turns with JSON tool calls and tool results; reasoning
@@ -56,6 +57,11 @@ META_NAME = "bench-meta.json"
 END_TS = 1_767_225_600.0
 SPAN_S = 365 * 86400.0
 BATCH_MESSAGES = 10_000
+# Sessions are int(scale * pareto(1.25)) messages long (2 at least, cron aside). 8 gives the
+# coding-heavy default (~33 messages a session); 3.35 gives a profile near the field report's
+# (54,647 sessions): 760,000 messages in 59,350 sessions with seed 7 (~13 a session).
+DEFAULT_SIZE_SCALE = 8.0
+FIELD_REPORT = {"messages": 760_000, "size_scale": 3.35}
 
 # Search terms the benchmark relies on, with the share of rows that carry them.
 COMMON_TERM = "checkpoint"  # ~50 % of rows (SPEC §18: a term matching >= 30 % of rows)
@@ -242,6 +248,7 @@ class GenerationResult:
     sha256: str
     schema: str = ""  # fingerprint of the DDL (tables, indexes, FTS layout, triggers)
     generator_version: int = GENERATOR_VERSION
+    size_scale: float = DEFAULT_SIZE_SCALE
 
     def to_dict(self) -> dict[str, Any]:
         """Return the result as JSON-ready data."""
@@ -551,11 +558,13 @@ def kept_copies(msgs: list[dict[str, Any]], k: int = 2) -> list[dict[str, Any]]:
     return [{**m, "active": 1, "compacted": 0} for m in tail]
 
 
-def session_sizes(rng: random.Random, source: str, cap: int) -> int:
+def session_sizes(
+    rng: random.Random, source: str, cap: int, scale: float = DEFAULT_SIZE_SCALE
+) -> int:
     """Return a power-law session size (cron jobs are short)."""
     if source == "cron":
         return rng.randint(2, 5)
-    return max(2, min(cap, int(8 * rng.paretovariate(1.25))))
+    return max(2, min(cap, int(scale * rng.paretovariate(1.25))))
 
 
 def pick(rng: random.Random, weighted: tuple[tuple[Any, ...], ...]) -> tuple[Any, ...]:
@@ -566,9 +575,16 @@ def pick(rng: random.Random, weighted: tuple[tuple[Any, ...], ...]) -> tuple[Any
 class StoreBuilder:
     """Generates sessions (with lineages and compaction) until the message budget is spent."""
 
-    def __init__(self, writer: Writer, rng: random.Random, total: int) -> None:
+    def __init__(
+        self,
+        writer: Writer,
+        rng: random.Random,
+        total: int,
+        size_scale: float = DEFAULT_SIZE_SCALE,
+    ) -> None:
         self.w = writer
         self.rng = rng
+        self.size_scale = size_scale
         self.text = TextMaker(rng)
         self.total = total
         self.left = total
@@ -667,7 +683,7 @@ class StoreBuilder:
         self, conv: Conversation, source: str, carried: list[dict[str, Any]]
     ) -> list[dict[str, Any]]:
         """Return a session's rows: rotation handoff, turns, maybe an in-place compaction."""
-        size = min(self.left, session_sizes(self.rng, source, self.cap))
+        size = min(self.left, session_sizes(self.rng, source, self.cap, self.size_scale))
         msgs: list[dict[str, Any]] = []
         if carried:  # a rotation child opens with the summary and the parent's kept tail
             msgs.append(conv.summary())
@@ -710,9 +726,13 @@ class SingleSessionBuilder:
         self.w.flush()
 
 
-def default_out(messages: int, single_session: bool = False) -> Path:
-    """Return bench/out/store-<N>/ (or store-single-<N>/)."""
+def default_out(
+    messages: int, single_session: bool = False, size_scale: float = DEFAULT_SIZE_SCALE
+) -> Path:
+    """Return bench/out/store-<N>/ (or store-single-<N>/, store-<N>-s<scale>/)."""
     name = f"store-single-{messages}" if single_session else f"store-{messages}"
+    if size_scale != DEFAULT_SIZE_SCALE and not single_session:
+        name += f"-s{size_scale:g}"
     return REPO_ROOT / "bench" / "out" / name
 
 
@@ -724,7 +744,13 @@ def read_meta(out: Path) -> dict[str, Any] | None:
         return None
 
 
-def can_reuse(out: Path, messages: int, seed: int, single_session: bool) -> bool:
+def can_reuse(
+    out: Path,
+    messages: int,
+    seed: int,
+    single_session: bool,
+    size_scale: float = DEFAULT_SIZE_SCALE,
+) -> bool:
     """Tell whether out already holds a store generated with these parameters."""
     meta = read_meta(out)
     return (
@@ -733,6 +759,7 @@ def can_reuse(out: Path, messages: int, seed: int, single_session: bool) -> bool
         and meta.get("messages") == messages
         and meta.get("seed") == seed
         and meta.get("single_session") == single_session
+        and meta.get("size_scale", DEFAULT_SIZE_SCALE) == size_scale
         and meta.get("generator_version") == GENERATOR_VERSION
         # A store laid out by older library code would be re-laid (and re-indexed) on open.
         and meta.get("schema") == current_schema_fingerprint()
@@ -785,6 +812,7 @@ def generate(
     *,
     single_session: bool = False,
     progress: Callable[[int], None] | None = None,
+    size_scale: float = DEFAULT_SIZE_SCALE,
 ) -> GenerationResult:
     """Build a fresh store of exactly `messages` messages at out/state.db; return what was made."""
     if messages < 1:
@@ -801,7 +829,7 @@ def generate(
         if single_session:
             builder = SingleSessionBuilder(writer, rng, messages)
         else:
-            builder = StoreBuilder(writer, rng, messages)
+            builder = StoreBuilder(writer, rng, messages, size_scale)
         builder.run(progress)
         counted = store.conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
         sessions = store.conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]
@@ -820,6 +848,7 @@ def generate(
         db_bytes=os.stat(db).st_size,
         sha256=file_sha256(db),
         schema=schema_fingerprint(db),
+        size_scale=size_scale,
     )
     (out / META_NAME).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return result
@@ -833,13 +862,22 @@ def ensure_store(
     single_session: bool = False,
     reuse: bool = False,
     progress: Callable[[int], None] | None = None,
+    size_scale: float = DEFAULT_SIZE_SCALE,
 ) -> tuple[GenerationResult, bool]:
     """Return the store at out, generating it unless reuse finds a matching one; say if reused."""
-    if reuse and can_reuse(out, messages, seed, single_session):
+    if reuse and can_reuse(out, messages, seed, single_session, size_scale):
         meta = read_meta(out) or {}
         known = {k: meta[k] for k in GenerationResult.__dataclass_fields__ if k in meta}
         return GenerationResult(**known), True
-    return generate(out, messages, seed, single_session=single_session, progress=progress), False
+    made = generate(
+        out,
+        messages,
+        seed,
+        single_session=single_session,
+        progress=progress,
+        size_scale=size_scale,
+    )
+    return made, False
 
 
 def progress_printer(total: int, every: int = 50_000) -> Callable[[int], None]:
@@ -859,19 +897,35 @@ def progress_printer(total: int, every: int = 50_000) -> Callable[[int], None]:
 def iter_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the command line."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--messages", type=int, required=True, help="number of messages (N)")
+    p.add_argument("--messages", type=int, help="number of messages (N)")
+    p.add_argument(
+        "--size-scale",
+        type=float,
+        default=DEFAULT_SIZE_SCALE,
+        help="session length scale (smaller: more, shorter sessions)",
+    )
+    p.add_argument(
+        "--field-report",
+        action="store_true",
+        help="the field report's shape: 760,000 messages in 59,350 sessions (seed 7)",
+    )
     p.add_argument("--seed", type=int, default=DEFAULT_SEED)
     p.add_argument("--out", type=Path, help="HERMES_HOME dir (default bench/out/store-<N>/)")
     p.add_argument("--reuse", action="store_true", help="keep a store made with the same N+seed")
     p.add_argument("--single-session", action="store_true", help="one session of N messages")
     p.add_argument("--quiet", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.field_report:
+        args.messages, args.size_scale = FIELD_REPORT["messages"], FIELD_REPORT["size_scale"]
+    if args.messages is None:
+        p.error("--messages is required (or --field-report)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Generate a store from the command line and print its record as JSON."""
     args = iter_args(argv)
-    out = args.out or default_out(args.messages, args.single_session)
+    out = args.out or default_out(args.messages, args.single_session, args.size_scale)
     progress = None if args.quiet else progress_printer(args.messages)
     result, reused = ensure_store(
         out,
@@ -880,6 +934,7 @@ def main(argv: list[str] | None = None) -> int:
         single_session=args.single_session,
         reuse=args.reuse,
         progress=progress,
+        size_scale=args.size_scale,
     )
     print(json.dumps({**result.to_dict(), "reused": reused}, indent=2))
     return 0

@@ -203,14 +203,27 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-def build_app() -> Any:
-    """Assemble the Typer app from one sub-app per command group."""
-    import typer
+# Each top-level command and the module that adds it. A command line naming one builds that
+# module's part of the app only: the other groups' imports were most of a command's start-up.
+GROUP_OF = {
+    "sessions": "sessions",
+    "db": "db",
+    "profile": "profile",
+    "vault": "vault",
+    "backup": "backup",
+    "restore": "backup",
+    "replicate": "replicate",
+    "usage": "usage",
+    "watch": "watch",
+    "mcp": "mcp",
+    "completion": "completion",
+}
 
-    from hermes_cli.apps import watch
-    from hermes_cli.commands import backup, db, profile, replicate, sessions, usage, vault
-    from hermes_cli.completion import completion_install
-    from hermes_cli.mcp import mcp_command
+
+def build_app(only: str | None = None, sub: str | None = None) -> Any:
+    """Assemble the Typer app from one sub-app per command group (only group `only`, if given;
+    of `hermes sessions`, only its command `sub`, if given)."""
+    import typer
 
     app = typer.Typer(
         name="hermes",
@@ -261,24 +274,56 @@ def build_app() -> Any:
 
             waiting.set_patience(0.0 if no_wait else wait)
 
-    app.add_typer(sessions.app, name="sessions")
-    app.add_typer(db.app, name="db")
-    app.add_typer(profile.app, name="profile")
-    app.add_typer(vault.app, name="vault")
-    backup.register(app)
-    replicate.register(app)
-    usage.register(app)
-    watch.register(app)
-    mcp_command.register(app)
-    app.add_typer(completion_install.app, name="completion")
+    if only in (None, "sessions"):
+        from hermes_cli.commands import sessions
+
+        app.add_typer(sessions.make_app(sub), name="sessions")
+    if only in (None, "db"):
+        from hermes_cli.commands import db
+
+        app.add_typer(db.app, name="db")
+    if only in (None, "profile"):
+        from hermes_cli.commands import profile
+
+        app.add_typer(profile.app, name="profile")
+    if only in (None, "vault"):
+        from hermes_cli.commands import vault
+
+        app.add_typer(vault.app, name="vault")
+    if only in (None, "backup"):
+        from hermes_cli.commands import backup
+
+        backup.register(app)
+    if only in (None, "replicate"):
+        from hermes_cli.commands import replicate
+
+        replicate.register(app)
+    if only in (None, "usage"):
+        from hermes_cli.commands import usage
+
+        usage.register(app)
+    if only in (None, "watch"):
+        from hermes_cli.apps import watch
+
+        watch.register(app)
+    if only in (None, "mcp"):
+        from hermes_cli.mcp import mcp_command
+
+        mcp_command.register(app)
+    if only in (None, "completion"):
+        from hermes_cli.completion import completion_install
+
+        app.add_typer(completion_install.app, name="completion")
     return app
 
 
-def get_command() -> Any:
-    """Return the click command tree of the app (for docs, completions and tests)."""
+def get_command(only: str | None = None, sub: str | None = None) -> Any:
+    """Return the click command tree of the app (for docs, completions and tests), or of the
+    part that adds top-level command `only` (and its subcommand `sub`; unknown names: all)."""
     import typer.main
 
-    return typer.main.get_command(build_app())
+    group = GROUP_OF.get(only) if only else None
+    return typer.main.get_command(build_app(group, sub if group else None))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -299,7 +344,8 @@ def main(argv: list[str] | None = None) -> None:
     warning = beside_agent_warning()
     if warning:
         sys.stderr.write(warning)
-    get_command().main(args=rest, prog_name="hermes")
+    named = [*rest[:2], None, None]
+    get_command(named[0], named[1]).main(args=rest, prog_name="hermes")
 
 
 if __name__ == "__main__":  # pragma: no cover

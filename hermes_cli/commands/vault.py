@@ -309,14 +309,16 @@ def session_parts(live: Any, ref: str) -> Iterator[tuple[str, list[tuple[Any, st
     oldest first — a session the agent resumed after it was vaulted has a vault part and a live
     part. Vault stores are opened read-only for the block."""
     from hermes_cli.shared import waiting
-    from hermes_state.vault import profile_stores, vault
+    from hermes_state.vault import profile_stores, vault_stores  # not vault: moving is heavy
 
     found = profile_stores.locate(live, live.path.parent, ref, waiting.current())
     opened: list[tuple[Any, str | None]] = []
     try:
         for year in found.vault:
-            path = vault.vault_dir(live.path.parent) / f"{year}.db"
-            opened.append((vault.open_vault(path, read_only=True, waiting=waiting.current()), year))
+            path = vault_stores.vault_dir(live.path.parent) / f"{year}.db"
+            opened.append(
+                (vault_stores.open_vault(path, read_only=True, waiting=waiting.current()), year)
+            )
         if found.live:
             yield found.session_id, [*opened, (live, None)]
         else:

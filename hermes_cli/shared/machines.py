@@ -26,12 +26,14 @@ MachineOption = Annotated[
 
 def homes(machine: str | None) -> list[tuple[str | None, Path]]:
     """Return (machine name or None for this one, home to read) for a --machine value."""
-    from hermes_state.backups import replica
     from hermes_state.store.home import get_hermes_home
 
     home = get_hermes_home()
     if machine is None:
         return [(None, home)]
+    # Only now: replica brings the vault's move machinery, which this machine's reads never need.
+    from hermes_state.backups import replica
+
     known = replica.machine_names(home)
     if machine == ALL:
         return [(None, home), *[(n, replica.machine_home(home, n)) for n in known]]

@@ -44,7 +44,7 @@ from hermes_state.search.walk import (
 )
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import SortUnavailableError
-from hermes_state.vault import vault, vault_twins
+from hermes_state.vault import vault_stores as vault, vault_twins  # not vault.py: moving is heavy
 from hermes_state.vault.vault_bm25 import (
     _freqs,
     _phrase_hits,
