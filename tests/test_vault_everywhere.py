@@ -14,7 +14,7 @@ from test_vault import home, make_session
 from hermes_cli.completion import docs
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault
+from hermes_state.vault import vault_move
 
 # Reads of conversations that include the vault: their output names the vaulted session.
 SPANS = {
@@ -91,7 +91,7 @@ def _vault_one() -> None:
             )
         )
         make_session(store, "live_one", time.time())
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
     finally:
         store.close()
 

@@ -1284,7 +1284,7 @@ def export(
     from hermes_state.reports import redact as redaction
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.transfer import portability
-    from hermes_state.vault import vault
+    from hermes_state.vault import vault_export
 
     before = cutoff(until)
     after = cutoff(since)
@@ -1315,7 +1315,9 @@ def export(
                 span["upto_id"] = mark
             records_iter = portability.export_all(store, session_ids=ids, **span)
             # Vaulted sessions are exported too, each record marked with its vault year.
-            records_iter = vault.export_spanning(store, records_iter, session_ids=vaulted, **span)
+            records_iter = vault_export.export_spanning(
+                store, records_iter, session_ids=vaulted, **span
+            )
             if redact:
                 records_iter = redaction.redact_records(records_iter)
             if target is None:
@@ -1503,7 +1505,7 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     from hermes_cli.commands import vault
     from hermes_cli.shared import stores
     from hermes_state.records import sessions as lib
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import deletion
 
     with stores.write_store() as store:
         sid = vault.editable_session(store, session, whole=True)
@@ -1516,7 +1518,7 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
             f"({counts.live} live, the rest earlier generations)?",
             assume_yes=yes,
         )
-        deleted = maintenance.delete_session(store, sid)
+        deleted = deletion.delete_session(store, sid)
     render.echo(f"Deleted session '{sid}' ({deleted} messages).")
 
 
@@ -1662,7 +1664,7 @@ def prune(
     """
     from hermes_cli.shared import stores
     from hermes_cli.shared.durations import cutoff_to_days
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import prune
 
     days = cutoff_to_days(cutoff(older_than) or time.time())
     sources, excluded, active_after = source or None, exclude_source or None, cutoff(since)
@@ -1670,7 +1672,7 @@ def prune(
     with opener() as store:
         _check_sources(store, sources)
         with render.progress("Finding sessions to prune"):
-            preview = maintenance.prune_sessions(
+            preview = prune.prune_sessions(
                 store,
                 days,
                 dry_run=True,
@@ -1704,7 +1706,7 @@ def prune(
         }
         try:
             with render.progress("Deleting sessions", total=preview.sessions) as bar:
-                result = maintenance.prune_sessions(store, days, progress=step, **scope)
+                result = prune.prune_sessions(store, days, progress=step, **scope)
         except KeyboardInterrupt:
             _interrupted_prune(store, days, preview.sessions, scope)
         try:
@@ -1747,10 +1749,10 @@ def _pause_for_tests(step: str, done: int) -> None:
 
 def _interrupted_prune(store: Any, days: float, planned: int, scope: dict[str, Any]) -> None:
     """Say what an interrupted prune did (counted again from the store) and exit 130."""
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import prune
 
     try:
-        left = maintenance.prune_sessions(store, days, dry_run=True, **scope).sessions
+        left = prune.prune_sessions(store, days, dry_run=True, **scope).sessions
         did = f"deleted {max(0, planned - left):,} of {planned:,} sessions"
     except (KeyboardInterrupt, Exception):  # a second Ctrl-C, or the count failed: say less
         did = f"deleted some of {planned:,} sessions"
