@@ -66,7 +66,7 @@ LAYERS: list[set[str]] = [
     {"layout", "query", "store_objects", "recover_expect"},
     {"migrations"},
     {"connection"},
-    {"snapshot", "diagnosis", "usage_report", "vault_stores"},
+    {"snapshot", "diagnosis", "usage_report", "vault_stores", "bulk_unindex"},
     {
         "sessions",
         "recover_source",

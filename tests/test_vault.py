@@ -315,3 +315,36 @@ def test_a_later_move_of_lower_ids_fills_every_search_index() -> None:
         state = "SELECT key, value FROM state_meta WHERE key LIKE 'fts_rebuild%'"
         assert rows(path, state) == []
         assert vault_check.check_vault(home(), store).ok
+
+
+def test_move_takes_its_messages_out_of_the_live_search_indexes_in_bulk(live: Store) -> None:
+    # Tool rows and cron sessions are left out of the substring index: the bulk 'delete' must
+    # leave them out too (FTS5's own check, content compared, fails on any wrong 'delete').
+    create_session(live, "cr", "cron", started_at=OLD)
+    append_messages(
+        live,
+        "cr",
+        [
+            {"role": "user", "content": "cron docker run", "timestamp": OLD},
+            {"role": "tool", "content": "docker output " * 50, "timestamp": OLD},
+        ],
+    )
+    live.write(
+        lambda c: c.execute("UPDATE sessions SET last_activity_at = ? WHERE id = 'cr'", (OLD,))
+    )
+    end_session(live, "cr", "user_exit")
+    assert "cr" in vault_move.move_sessions(live, home(), 90).session_ids
+    for table in ("messages_fts", "messages_fts_trigram"):
+        live.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
+    left = rows(
+        default_db_path(), "SELECT id FROM messages WHERE content LIKE '%docker%' ORDER BY 1"
+    )
+    words = "SELECT rowid FROM messages_fts WHERE messages_fts MATCH 'docker' ORDER BY 1"
+    subs = (
+        "SELECT rowid FROM messages_fts_trigram WHERE messages_fts_trigram MATCH 'ocke' ORDER BY 1"
+    )
+    assert rows(default_db_path(), words) == left
+    assert rows(default_db_path(), subs) == left
+    # The window closed for the live delete was open again when it committed.
+    state = "SELECT key FROM state_meta WHERE key LIKE 'fts_rebuild%'"
+    assert rows(default_db_path(), state) == []

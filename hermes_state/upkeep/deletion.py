@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
@@ -14,6 +15,7 @@ from hermes_state.shapes.model_config import DELEGATE_MARKER, marker_sql
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import LedgerBusyError
 from hermes_state.store.sql import chunks, marks
+from hermes_state.upkeep.bulk_unindex import unindexed
 
 
 def _refuse_if_busy(conn: sqlite3.Connection, session_id: str) -> None:
@@ -133,9 +135,12 @@ def delegated_runs_in(conn: sqlite3.Connection, parent_ids: Iterable[str]) -> li
     return sorted(found - seeds)
 
 
-def delete_sessions_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted:
+def delete_sessions_in(
+    conn: sqlite3.Connection, ids: Sequence[str], *, bulk_unindex: bool = False
+) -> _Deleted:
     """Delete sessions (and the runs they delegated) with their messages and terminal ledger
-    rows; re-point their other children."""
+    rows; re-point their other children. ``bulk_unindex``: take the messages out of the search
+    indexes in one statement per index (see :mod:`bulk_unindex`), for deletes of thousands."""
     if not ids:
         return _Deleted(0, 0, 0, 0, 0)
     ids = [*ids, *delegated_runs_in(conn, ids)]
@@ -151,12 +156,14 @@ def delete_sessions_in(conn: sqlite3.Connection, ids: Sequence[str]) -> _Deleted
             "AND name IN ('session_model_usage', 'compression_locks')"
         )
     }
-    for batch in chunks(ids):
-        qs = marks(len(batch))
-        conn.execute(f"DELETE FROM messages WHERE session_id IN ({qs})", batch)
-        for table in sorted(have):
-            conn.execute(f"DELETE FROM {table} WHERE session_id IN ({qs})", batch)
-        deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({qs})", batch).rowcount
+    bulk = unindexed(conn, ids) if bulk_unindex else contextlib.nullcontext(False)
+    with bulk:
+        for batch in chunks(ids):
+            qs = marks(len(batch))
+            conn.execute(f"DELETE FROM messages WHERE session_id IN ({qs})", batch)
+            for table in sorted(have):
+                conn.execute(f"DELETE FROM {table} WHERE session_id IN ({qs})", batch)
+            deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({qs})", batch).rowcount
     return _Deleted(deleted, msgs, size, moved, ledger_rows)
 
 

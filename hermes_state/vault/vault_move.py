@@ -38,9 +38,9 @@ from hermes_state.vault.vault_verify import _mismatched
 # that the agent's writes never wait long for the live delete, long enough to amortise fsyncs.
 BATCH_MESSAGES = 20_000
 BATCH_SESSIONS = 400
-VAULT_CACHE_KIB = 128 * 1024  # the vault handle's page cache while a move writes to it
-# One live delete transaction takes groups of about this many messages: its FTS delete
-# triggers cost ~30 µs a message, so the agent's next write waits well under a second.
+VAULT_CACHE_KIB = 128 * 1024  # each handle's page cache (vault and live) while a move writes
+# One live delete transaction takes groups of about this many messages: taking them out of the
+# agent's search indexes costs ~25-45 µs a message, so its next write waits about a second.
 DELETE_MESSAGES = 20_000
 
 
@@ -130,7 +130,7 @@ def _vault_for(
             create_vault_store(live, path)
             created.append(path)
         vault = open_vault(path, waiting=live.waiting)
-        # This handle's page cache only (never the live store's): a round's copy touches every
+        # This handle's own cache (main: the vault file): a round's copy touches every
         # index of messages and three FTS indexes; the default 2 MB evicts what the next needs.
         vault.conn.execute(f"PRAGMA main.cache_size = -{VAULT_CACHE_KIB}")
         _align_columns(vault, live)
@@ -216,8 +216,23 @@ def move_sessions(
 
     if dry_run:
         return result(plan.session_ids, sum(g.messages for g in plan.groups))
-    with vault_lock(home):
+    with vault_lock(home), _live_cache(live):
         return _move_locked(live, home, plan, progress, result)
+
+
+@contextlib.contextmanager
+def _live_cache(live: Store) -> Iterator[None]:
+    """Give this command's own live handle a larger page cache for the move, then put it back.
+
+    A live delete of a round touches every index of messages and both FTS indexes: in the 2 MB
+    default, a rollback-journal store spills dirty pages (a journal sync each) mid-transaction.
+    The setting is this connection's alone; nothing is written to the store."""
+    before = int(live.conn.execute("PRAGMA main.cache_size").fetchone()[0])
+    live.conn.execute(f"PRAGMA main.cache_size = -{VAULT_CACHE_KIB}")
+    try:
+        yield
+    finally:
+        live.conn.execute(f"PRAGMA main.cache_size = {before}")
 
 
 def _move_locked(
@@ -342,7 +357,7 @@ def _move_round(
                 for g in part:
                     fine = all(s in may and s not in differ for s in g.ids)
                     (ok if fine else kept).extend(g.ids)
-                return ok, kept, delete_sessions_in(conn, ok).messages
+                return ok, kept, delete_sessions_in(conn, ok, bulk_unindex=True).messages
 
             ok, kept, done = live.write(delete)
             going += ok
