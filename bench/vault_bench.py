@@ -2,7 +2,7 @@
 throughput, and the agent's append latency on the big live store and on the small one after.
 
 Usage: python bench/vault_bench.py --messages 1000000 [--seed 7] [--reuse] [--older-than DAYS]
-       [--appends 300]
+       [--appends 300] [--baseline DIR [--rounds 3]]
 
 - The store comes from bench/generate.py (bench/out/store-<N>/, reused with --reuse) and is
   copied through SQLite's backup API into bench/out/vault-<N>/home/, so the generated store is
@@ -19,6 +19,10 @@ through
   (``duration_s``: copy, verify, delete per round); the whole command's wall time also includes
   the reclaim of the live file (VACUUM when a quarter of it moved, as prune does).
 - sizes: the live store's files (state.db and any -wal) before and after, and the vault stores.
+
+- before/after (``--baseline DIR``): the same move, each time on a fresh copy of the store, by
+  this checkout's library and by the one in DIR (another checkout, e.g. ``git archive`` of the
+  commit before), alternating, ``--rounds`` times each; rates and medians.
 
 Targets (issue #27): live store after the move ≤ 15 % of before; move ≥ 20,000 messages/s.
 Writes bench/out/vault-results-<N>.json. Search across live + vault is timed by the vault
@@ -110,9 +114,10 @@ def append_latency(db: Path, n: int, tag: str) -> dict[str, float]:
     }
 
 
-def run_move(home: Path, older_than: int) -> tuple[dict[str, Any], float]:
-    """Run the real `hermes vault move`; return its JSON result and the wall time."""
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
+def run_move(home: Path, older_than: int, repo: Path = REPO_ROOT) -> tuple[dict[str, Any], float]:
+    """Run the real `hermes vault move` (the library of checkout repo); return its JSON result
+    and the wall time."""
+    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(repo)}
     argv = [sys.executable, "-m", "hermes_cli", "vault", "move"]
     argv += ["--older-than", f"{older_than}d", "--yes", "--json"]
     t0 = time.perf_counter()
@@ -122,6 +127,32 @@ def run_move(home: Path, older_than: int) -> tuple[dict[str, Any], float]:
         raise SystemExit(f"vault move failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
     return result, wall
+
+
+def compare_moves(
+    store: Path, work: Path, older_than: int, baseline: Path, rounds: int
+) -> dict[str, Any]:
+    """Move the same store with this checkout's library and with baseline's, each on a fresh
+    copy, alternating (baseline first), rounds times each; return every rate and the medians."""
+    rates: dict[str, list[float]] = {"baseline": [], "this": []}
+    for _ in range(rounds):
+        for side, repo in (("baseline", baseline), ("this", REPO_ROOT)):
+            home = work / f"compare-{side}" / "home"
+            shutil.rmtree(home.parent, ignore_errors=True)
+            copy_store(store, home / "state.db")
+            os.sync()
+            moved, _wall = run_move(home, older_than, repo)
+            rates[side].append(moved["messages"] / max(1e-9, float(moved["duration_s"])))
+            shutil.rmtree(home.parent, ignore_errors=True)
+    med = {side: statistics.median(r) for side, r in rates.items()}
+    return {
+        "baseline": str(baseline),
+        "rounds": rounds,
+        "rates": {side: [round(x) for x in r] for side, r in rates.items()},
+        "median_baseline": round(med["baseline"]),
+        "median_this": round(med["this"]),
+        "ratio": round(med["this"] / max(1e-9, med["baseline"]), 2),
+    }
 
 
 def search_comparison(home: Path) -> dict[str, Any] | None:
@@ -138,6 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reuse", action="store_true")
     p.add_argument("--older-than", type=int, default=None, metavar="DAYS")
     p.add_argument("--appends", type=int, default=300)
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also move with the library of this checkout, alternating, for a before/after",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="moves per side with --baseline")
     args = p.parse_args(argv)
     older_than = args.older_than if args.older_than is not None else default_older_than()
     src_home = gen.default_out(args.messages)
@@ -185,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         "append_big": big,
         "append_small": small,
         "search": search_comparison(home),
+        "compare": (
+            compare_moves(src_home / "state.db", work, older_than, args.baseline, args.rounds)
+            if args.baseline is not None
+            else None
+        ),
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
     out = BENCH_DIR / "out" / f"vault-results-{args.messages}.json"
@@ -207,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
             f"append_message on the {label}: median {figures['median_ms']:.2f} ms, "
             f"p95 {figures['p95_ms']:.2f} ms, max {figures['max_ms']:.2f} ms "
             f"over {figures['n']} appends"
+        )
+    if (cmp := results["compare"]) is not None:
+        print(
+            f"before/after, {cmp['rounds']} moves each, alternating: baseline {cmp['baseline']}"
+            f" median {cmp['median_baseline']:,} msgs/s {cmp['rates']['baseline']}; this checkout"
+            f" median {cmp['median_this']:,} msgs/s {cmp['rates']['this']} ({cmp['ratio']}x)"
         )
     print(f"load average {load_before:.2f} -> {os.getloadavg()[0]:.2f}; wrote {out}")
     return 0
