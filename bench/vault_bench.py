@@ -22,7 +22,8 @@ through
 
 - before/after (``--baseline DIR``): the same move, each time on a fresh copy of the store, by
   this checkout's library and by the one in DIR (another checkout, e.g. ``git archive`` of the
-  commit before), alternating, ``--rounds`` times each; rates and medians.
+  commit before), alternating, ``--rounds`` times each; rates and medians, and messages per
+  CPU second of the whole command (steadier than wall time when the machine is shared).
 
 Targets (issue #27): live store after the move ≤ 15 % of before; move ≥ 20,000 messages/s.
 Writes bench/out/vault-results-<N>.json. Search across live + vault is timed by the vault
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -121,11 +123,15 @@ def run_move(home: Path, older_than: int, repo: Path = REPO_ROOT) -> tuple[dict[
     argv = [sys.executable, "-m", "hermes_cli", "vault", "move"]
     argv += ["--older-than", f"{older_than}d", "--yes", "--json"]
     t0 = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=7200)
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"vault move failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
+    # The command's CPU seconds (user + system): on a loaded machine, steadier than its wall time.
+    result["cpu_s"] = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return result, wall
 
 
@@ -135,6 +141,7 @@ def compare_moves(
     """Move the same store with this checkout's library and with baseline's, each on a fresh
     copy, alternating (baseline first), rounds times each; return every rate and the medians."""
     rates: dict[str, list[float]] = {"baseline": [], "this": []}
+    cpu: dict[str, list[float]] = {"baseline": [], "this": []}
     for _ in range(rounds):
         for side, repo in (("baseline", baseline), ("this", REPO_ROOT)):
             home = work / f"compare-{side}" / "home"
@@ -143,8 +150,10 @@ def compare_moves(
             os.sync()
             moved, _wall = run_move(home, older_than, repo)
             rates[side].append(moved["messages"] / max(1e-9, float(moved["duration_s"])))
+            cpu[side].append(moved["messages"] / max(1e-9, float(moved["cpu_s"])))
             shutil.rmtree(home.parent, ignore_errors=True)
     med = {side: statistics.median(r) for side, r in rates.items()}
+    med_cpu = {side: statistics.median(r) for side, r in cpu.items()}
     return {
         "baseline": str(baseline),
         "rounds": rounds,
@@ -152,6 +161,8 @@ def compare_moves(
         "median_baseline": round(med["baseline"]),
         "median_this": round(med["this"]),
         "ratio": round(med["this"] / max(1e-9, med["baseline"]), 2),
+        "per_cpu_s": {side: [round(x) for x in r] for side, r in cpu.items()},
+        "cpu_ratio": round(med_cpu["this"] / max(1e-9, med_cpu["baseline"]), 2),
     }
 
 
@@ -256,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"before/after, {cmp['rounds']} moves each, alternating: baseline {cmp['baseline']}"
             f" median {cmp['median_baseline']:,} msgs/s {cmp['rates']['baseline']}; this checkout"
-            f" median {cmp['median_this']:,} msgs/s {cmp['rates']['this']} ({cmp['ratio']}x)"
+            f" median {cmp['median_this']:,} msgs/s {cmp['rates']['this']} ({cmp['ratio']}x);"
+            f" messages per CPU second of the whole command (reclaim included): baseline"
+            f" {cmp['per_cpu_s']['baseline']}, this {cmp['per_cpu_s']['this']}"
+            f" ({cmp['cpu_ratio']}x)"
         )
     print(f"load average {load_before:.2f} -> {os.getloadavg()[0]:.2f}; wrote {out}")
     return 0
