@@ -1238,7 +1238,8 @@ def gen_ro_uri(path: Path) -> str:
 
 def op_prune_optimize(ctx: Context) -> Row:
     """prune_sessions + optimize(vacuum) on a copy vs raw DELETEs + FTS optimize + VACUUM."""
-    maintenance = need("hermes_state.upkeep.maintenance", "prune_sessions", "optimize")
+    prune = need("hermes_state.upkeep.prune", "prune_sessions")
+    reclaim = need("hermes_state.upkeep.reclaim", "optimize")
     cutoff = gen.END_TS - PRUNE_IDLE_DAYS * 86400
     results: list[Any] = []
     o_samples, r_samples = [], []
@@ -1248,8 +1249,8 @@ def op_prune_optimize(ctx: Context) -> Row:
             store = open_store(db)
             try:
                 t0 = time.perf_counter()
-                pr = maintenance.prune_sessions(store, PRUNE_IDLE_DAYS, now=gen.END_TS)
-                opt = maintenance.optimize(store, vacuum=True)
+                pr = prune.prune_sessions(store, PRUNE_IDLE_DAYS, now=gen.END_TS)
+                opt = reclaim.optimize(store, vacuum=True)
                 o_samples.append(time.perf_counter() - t0)
                 results.append((pr, opt))
             finally:

@@ -2,7 +2,7 @@
 throughput, and the agent's append latency on the big live store and on the small one after.
 
 Usage: python bench/vault_bench.py --messages 1000000 [--seed 7] [--reuse] [--older-than DAYS]
-       [--appends 300]
+       [--appends 300] [--baseline DIR [--rounds 3]]
 
 - The store comes from bench/generate.py (bench/out/store-<N>/, reused with --reuse) and is
   copied through SQLite's backup API into bench/out/vault-<N>/home/, so the generated store is
@@ -20,6 +20,11 @@ through
   the reclaim of the live file (VACUUM when a quarter of it moved, as prune does).
 - sizes: the live store's files (state.db and any -wal) before and after, and the vault stores.
 
+- before/after (``--baseline DIR``): the same move, each time on a fresh copy of the store, by
+  this checkout's library and by the one in DIR (another checkout, e.g. ``git archive`` of the
+  commit before), alternating, ``--rounds`` times each; rates and medians, and messages per
+  CPU second of the whole command (steadier than wall time when the machine is shared).
+
 Targets (issue #27): live store after the move ≤ 15 % of before; move ≥ 20,000 messages/s.
 Writes bench/out/vault-results-<N>.json. Search across live + vault is timed by the vault
 search bench; ``search_comparison`` is the hook for it here.
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -110,18 +116,54 @@ def append_latency(db: Path, n: int, tag: str) -> dict[str, float]:
     }
 
 
-def run_move(home: Path, older_than: int) -> tuple[dict[str, Any], float]:
-    """Run the real `hermes vault move`; return its JSON result and the wall time."""
-    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(REPO_ROOT)}
+def run_move(home: Path, older_than: int, repo: Path = REPO_ROOT) -> tuple[dict[str, Any], float]:
+    """Run the real `hermes vault move` (the library of checkout repo); return its JSON result
+    and the wall time."""
+    env = {**os.environ, "HERMES_HOME": str(home), "PYTHONPATH": str(repo)}
     argv = [sys.executable, "-m", "hermes_cli", "vault", "move"]
     argv += ["--older-than", f"{older_than}d", "--yes", "--json"]
     t0 = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=7200)
     wall = time.perf_counter() - t0
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"vault move failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
+    # The command's CPU seconds (user + system): on a loaded machine, steadier than its wall time.
+    result["cpu_s"] = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return result, wall
+
+
+def compare_moves(
+    store: Path, work: Path, older_than: int, baseline: Path, rounds: int
+) -> dict[str, Any]:
+    """Move the same store with this checkout's library and with baseline's, each on a fresh
+    copy, alternating (baseline first), rounds times each; return every rate and the medians."""
+    rates: dict[str, list[float]] = {"baseline": [], "this": []}
+    cpu: dict[str, list[float]] = {"baseline": [], "this": []}
+    for _ in range(rounds):
+        for side, repo in (("baseline", baseline), ("this", REPO_ROOT)):
+            home = work / f"compare-{side}" / "home"
+            shutil.rmtree(home.parent, ignore_errors=True)
+            copy_store(store, home / "state.db")
+            os.sync()
+            moved, _wall = run_move(home, older_than, repo)
+            rates[side].append(moved["messages"] / max(1e-9, float(moved["duration_s"])))
+            cpu[side].append(moved["messages"] / max(1e-9, float(moved["cpu_s"])))
+            shutil.rmtree(home.parent, ignore_errors=True)
+    med = {side: statistics.median(r) for side, r in rates.items()}
+    med_cpu = {side: statistics.median(r) for side, r in cpu.items()}
+    return {
+        "baseline": str(baseline),
+        "rounds": rounds,
+        "rates": {side: [round(x) for x in r] for side, r in rates.items()},
+        "median_baseline": round(med["baseline"]),
+        "median_this": round(med["this"]),
+        "ratio": round(med["this"] / max(1e-9, med["baseline"]), 2),
+        "per_cpu_s": {side: [round(x) for x in r] for side, r in cpu.items()},
+        "cpu_ratio": round(med_cpu["this"] / max(1e-9, med_cpu["baseline"]), 2),
+    }
 
 
 def search_comparison(home: Path) -> dict[str, Any] | None:
@@ -138,6 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reuse", action="store_true")
     p.add_argument("--older-than", type=int, default=None, metavar="DAYS")
     p.add_argument("--appends", type=int, default=300)
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also move with the library of this checkout, alternating, for a before/after",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="moves per side with --baseline")
     args = p.parse_args(argv)
     older_than = args.older_than if args.older_than is not None else default_older_than()
     src_home = gen.default_out(args.messages)
@@ -185,6 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         "append_big": big,
         "append_small": small,
         "search": search_comparison(home),
+        "compare": (
+            compare_moves(src_home / "state.db", work, older_than, args.baseline, args.rounds)
+            if args.baseline is not None
+            else None
+        ),
         "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
     }
     out = BENCH_DIR / "out" / f"vault-results-{args.messages}.json"
@@ -207,6 +262,15 @@ def main(argv: list[str] | None = None) -> int:
             f"append_message on the {label}: median {figures['median_ms']:.2f} ms, "
             f"p95 {figures['p95_ms']:.2f} ms, max {figures['max_ms']:.2f} ms "
             f"over {figures['n']} appends"
+        )
+    if (cmp := results["compare"]) is not None:
+        print(
+            f"before/after, {cmp['rounds']} moves each, alternating: baseline {cmp['baseline']}"
+            f" median {cmp['median_baseline']:,} msgs/s {cmp['rates']['baseline']}; this checkout"
+            f" median {cmp['median_this']:,} msgs/s {cmp['rates']['this']} ({cmp['ratio']}x);"
+            f" messages per CPU second of the whole command (reclaim included): baseline"
+            f" {cmp['per_cpu_s']['baseline']}, this {cmp['per_cpu_s']['this']}"
+            f" ({cmp['cpu_ratio']}x)"
         )
     print(f"load average {load_before:.2f} -> {os.getloadavg()[0]:.2f}; wrote {out}")
     return 0

@@ -12,7 +12,7 @@ import pytest
 from hermes_state import SessionDB as ExportedSessionDB
 from hermes_state.agent.db import SessionDB
 from hermes_state.store.errors import SessionNotFoundError, TitleInUseError
-from hermes_state.upkeep import maintenance
+from hermes_state.upkeep import prune
 
 
 @pytest.fixture
@@ -341,7 +341,7 @@ def test_meta_and_vacuum(db: SessionDB) -> None:
 
 def test_prune_keeps_its_rich_result_under_its_own_name(db: SessionDB) -> None:
     result = db.prune(90, dry_run=True)
-    assert isinstance(result, maintenance.PruneResult) and result.dry_run
+    assert isinstance(result, prune.PruneResult) and result.dry_run
 
 
 def test_import_sessions_takes_records_and_answers_a_dict(db: SessionDB) -> None:

@@ -28,7 +28,7 @@ from hermes_cli.apps.browse_transcript import TranscriptScreen
 from hermes_cli.apps.browse_widgets import AskScreen, ConfirmScreen
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import is_open_in_process, open_store
-from hermes_state.vault import vault
+from hermes_state.vault import vault, vault_move
 
 NOW = time.time()
 DAY = 86400.0
@@ -63,7 +63,7 @@ def store_path(db_path: Path) -> Path:
         messages.append_message(store, "s-live", "user", "a new kettle", timestamp=NOW - 3600)
         _old_session(store, "s-old", OLD_TEXTS, "Old kettle notes")
         _old_session(store, "s-untitled", ["vaulted teapot question"], None)
-        moved = vault.move_sessions(store, db_path.parent, 90)
+        moved = vault_move.move_sessions(store, db_path.parent, 90)
     assert sorted(moved.session_ids) == ["s-old", "s-untitled"]
     return db_path
 

@@ -128,9 +128,9 @@ def test_db_optimize_reports_sizes(sample: Path) -> None:
 def test_db_optimize_beside_another_process_skips_a_long_vacuum_and_says_why(
     sample: Path, hold_store: HoldStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import reclaim
 
-    monkeypatch.setattr(maintenance, "VACUUM_BESIDE_OTHERS_MAX_BYTES", 0)
+    monkeypatch.setattr(reclaim, "VACUUM_BESIDE_OTHERS_MAX_BYTES", 0)
     holder = hold_store(sample, "open")
     result = run("db", "optimize")
     assert result.exit_code == 0, result.stderr

@@ -174,7 +174,7 @@ def test_stats_prune_optimize_and_check_print_sizes_in_binary_units(hermes_home:
 )
 def test_library_messages_and_cli_output_write_sizes_alike(size: int, text: str) -> None:
     from hermes_cli.rendering import render
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import reclaim
 
     assert render.human_bytes(size) == text
-    assert maintenance._size_text(size) == text
+    assert reclaim._size_text(size) == text

@@ -21,7 +21,7 @@ from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
 from hermes_state.transfer import portability
 from hermes_state.transfer.import_target import prompt_hash
-from hermes_state.upkeep import maintenance
+from hermes_state.upkeep import deletion
 
 DOCKER = "20261118_091502_a1c9e2"
 NO_TEXT_NOTE = "sessions.system_prompt_hash (no prompt text in the file) (1)"
@@ -77,7 +77,7 @@ def _rows(store: Store, sid: str | None = None) -> list[tuple[Any, ...]]:
 def _leave_a_gap(store: Store, n: int = 5) -> None:
     """Use up n message ids in the store and free them again (later ids start after a gap)."""
     assert portability.import_sessions(store, [_record("gone", 1.0, n=n)]).ok
-    maintenance.delete_session(store, "gone")
+    deletion.delete_session(store, "gone")
 
 
 def _session_column(store: Store, sid: str, column: str) -> Any:
@@ -317,7 +317,7 @@ def test_appended_messages_keep_free_ids_only_after_the_sessions_last_one(
     assert portability.import_sessions(other, _dump(store, tmp_path / "all.jsonl")).ok  # 1-4
     assert portability.import_sessions(other, [_record("x", 3000.0, n=3)]).ok  # 5-7
     messages.append_messages(other, "a", [{"role": "user", "content": "follower's own"}])  # 8
-    maintenance.delete_session(other, "x")  # 5-7 are free again, below a's last id here
+    deletion.delete_session(other, "x")  # 5-7 are free again, below a's last id here
     messages.append_messages(store, "a", [{"role": "user", "content": "from the source"}])  # 5
     result = portability.import_sessions(other, _dump(store, tmp_path / "feed.jsonl", after_id=4))
     assert (result.appended, result.messages, result.errors) == (1, 1, [])

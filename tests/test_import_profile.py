@@ -19,7 +19,7 @@ from hermes_state.records import messages, sessions
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
 from hermes_state.transfer import portability
-from hermes_state.vault import vault, vault_import
+from hermes_state.vault import vault, vault_check, vault_import, vault_move
 
 OLD = time.time() - 400 * 86400
 RECENT = time.time() - 2 * 86400
@@ -68,7 +68,7 @@ def vaulted(hermes_home: Path) -> Iterator[Store]:
     _make(store, "a", OLD, title="Fix Docker build")
     _make(store, "b", OLD)
     _make(store, "c", RECENT)
-    moved = vault.move_sessions(store, hermes_home, 90)
+    moved = vault_move.move_sessions(store, hermes_home, 90)
     assert sorted(moved.session_ids) == ["a", "b"]
     yield store
     store.close()
@@ -110,7 +110,7 @@ def test_ids_freed_in_the_live_store_by_a_move_are_not_reused(vaulted: Store) ->
     assert result.ok
     assert _ids(vaulted, "x") == [10, 11]
     assert result.renumbered == 2
-    assert vault.check_vault(vaulted.path.parent, vaulted).ok
+    assert vault_check.check_vault(vaulted.path.parent, vaulted).ok
 
 
 @pytest.mark.parametrize("via", ["file", "stdin"])

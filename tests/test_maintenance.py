@@ -18,8 +18,10 @@ from hermes_state.records.sessions import create_session, end_session, get_sessi
 from hermes_state.store import fts
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import LedgerBusyError, SessionNotFoundError, StoreBusyError
-from hermes_state.upkeep import maintenance
-from hermes_state.upkeep.maintenance import clear_messages, delete_session, optimize, prune_sessions
+from hermes_state.upkeep import reclaim, store_check
+from hermes_state.upkeep.deletion import clear_messages, delete_session
+from hermes_state.upkeep.prune import prune_sessions
+from hermes_state.upkeep.reclaim import optimize
 
 NOW = time.time()
 OLD = NOW - 200 * 86400
@@ -455,7 +457,7 @@ def test_optimize_beside_another_process_merges_in_steps_and_skips_a_long_vacuum
         _session(store, f"s{i}", messages=40, size=300)
     for i in range(0, 30, 2):
         delete_session(store, f"s{i}")
-    monkeypatch.setattr(maintenance, "VACUUM_BESIDE_OTHERS_MAX_BYTES", 0)
+    monkeypatch.setattr(reclaim, "VACUUM_BESIDE_OTHERS_MAX_BYTES", 0)
     holder = hold_store(db_path, "open")
     size_before = db_path.stat().st_size
 
@@ -528,21 +530,19 @@ def ten_sessions(db_path: Path) -> Path:
     return db_path
 
 
-def _delete_and_reclaim(
-    db_path: Path, numbers: range, **options: bool
-) -> maintenance.OptimizeResult:
+def _delete_and_reclaim(db_path: Path, numbers: range, **options: bool) -> reclaim.OptimizeResult:
     from hermes_state.store.connection import open_store
 
     with open_store(db_path, role="edit") as store:
-        maintenance.require_intact(store)
+        store_check.require_intact(store)
         deleted = sum(delete_session(store, f"sess-1-{i:05d}") for i in numbers)
-        return maintenance.reclaim_after_delete(store, deleted, **options)
+        return reclaim.reclaim_after_delete(store, deleted, **options)
 
 
 def test_a_small_delete_from_a_large_store_keeps_the_freed_pages_and_says_so(
     ten_sessions: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(maintenance, "REWRITE_ALWAYS_MAX_BYTES", 0)  # treat the store as large
+    monkeypatch.setattr(reclaim, "REWRITE_ALWAYS_MAX_BYTES", 0)  # treat the store as large
     size = os.stat(ten_sessions).st_size
     result = _delete_and_reclaim(ten_sessions, range(1))
     assert not result.vacuumed and not result.fts_optimized
@@ -553,7 +553,7 @@ def test_a_small_delete_from_a_large_store_keeps_the_freed_pages_and_says_so(
 def test_compact_or_a_large_share_freed_rewrites_the_file(
     ten_sessions: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(maintenance, "REWRITE_ALWAYS_MAX_BYTES", 0)
+    monkeypatch.setattr(reclaim, "REWRITE_ALWAYS_MAX_BYTES", 0)
     size = os.stat(ten_sessions).st_size
     result = _delete_and_reclaim(ten_sessions, range(1), compact=True)
     assert result.vacuumed and result.free_bytes == 0 and not result.rewrite_deferred

@@ -2,7 +2,7 @@
 list_sessions only with vault=true, get_session falls back to it; "vault" is the year or null.
 
 Driven by the MCP SDK's own client over stdio, on a real store whose old sessions were moved by
-the library's own move (hermes_state.vault.vault.move_sessions).
+the library's own move (hermes_state.vault.vault_move.move_sessions).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hermes_state.records.messages import append_messages
 from hermes_state.records.sessions import create_session, end_session, set_session_title
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault
+from hermes_state.vault import vault, vault_move
 
 NOW = time.time()
 OLD = NOW - 400 * 86400
@@ -53,7 +53,7 @@ def moved() -> Path:
         set_session_title(store, "old2", f"pods with {KEY}")
         _session(store, "new1", NOW - 3600, "cli", ["kubernetes upgrade done", "all green"])
         _session(store, "new2", NOW - 60, "telegram", ["lunch plans"])
-        result = vault.move_sessions(store, store.path.parent, 30)
+        result = vault_move.move_sessions(store, store.path.parent, 30)
     assert sorted(result.session_ids) == ["old1", "old2"]
     return vault.vault_paths(default_db_path().parent)[0][1]
 
@@ -205,7 +205,7 @@ def test_get_usage_counts_the_vault_unless_live_only(tmp_path: Path) -> None:
                     (sid, at, at, tokens),
                 )
             )
-        vault.move_sessions(store, default_db_path().parent, 90)
+        vault_move.move_sessions(store, default_db_path().parent, 90)
     finally:
         store.close()
 

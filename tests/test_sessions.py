@@ -16,7 +16,7 @@ from hermes_state.store.errors import (
     SessionNotFoundError,
     TitleInUseError,
 )
-from hermes_state.upkeep import maintenance
+from hermes_state.upkeep import deletion
 
 
 def archive(db: SessionDB, session_id: str) -> None:
@@ -492,7 +492,7 @@ def closed_store(db_path: Path) -> Path:
         (lambda db: db.append_message("nope", "user", "x"), SessionNotFoundError),
         # The concern modules raise; SessionDB answers False there, as the agent's class does.
         (lambda db: sessions.set_session_title(db.store, "nope", "x"), SessionNotFoundError),
-        (lambda db: maintenance.delete_session(db.store, "nope"), SessionNotFoundError),
+        (lambda db: deletion.delete_session(db.store, "nope"), SessionNotFoundError),
         (lambda db: db.find_session("nope"), SessionNotFoundError),
         (lambda db: db.set_session_title("s2", "y" * 101), InvalidTitleError),
         (lambda db: db.set_session_title("s2", "Taken"), TitleInUseError),

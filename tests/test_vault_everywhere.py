@@ -15,7 +15,7 @@ from hermes_cli import docs
 from hermes_cli.completion import command_docs
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault
+from hermes_state.vault import vault_move
 
 # Reads of conversations that include the vault: their output names the vaulted session.
 SPANS = {
@@ -94,7 +94,7 @@ def _vault_one() -> None:
             )
         )
         make_session(store, "live_one", time.time())
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
     finally:
         store.close()
 

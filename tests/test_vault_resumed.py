@@ -15,7 +15,14 @@ from hermes_state.records.messages import append_messages
 from hermes_state.records.sessions import create_session
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault
+from hermes_state.vault import (
+    vault,
+    vault_check,
+    vault_layout,
+    vault_list,
+    vault_move,
+    vault_return,
+)
 
 YEAR = vault.year_of(OLD)
 
@@ -28,7 +35,7 @@ def live() -> Iterator[Store]:
     store = open_store(default_db_path())
     make_session(store, "b", title="Old chat")
     make_session(store, "keep", time.time())
-    assert vault.move_sessions(store, home(), 90).session_ids == ("b",)
+    assert vault_move.move_sessions(store, home(), 90).session_ids == ("b",)
     create_session(store, "b", "telegram")
     append_messages(
         store,
@@ -56,22 +63,22 @@ def contents(path: str, sid: str) -> list[str]:
 
 def test_a_later_move_keeps_a_resumed_sessions_vaulted_history(live: Store) -> None:
     make_session(live, "e")  # something else due, so the move runs its rounds
-    result = vault.move_sessions(live, home(), 90)
+    result = vault_move.move_sessions(live, home(), 90)
     assert result.session_ids == ("e",)
     assert result.resumed == ("b",)
     assert len(contents(vault_path(), "b")) == 3  # the vaulted history is still there
     assert "b" in ids(live)
-    assert vault.check_vault(home(), live).ok
+    assert vault_check.check_vault(home(), live).ok
 
 
 def test_vault_check_names_a_resumed_session_for_what_it_is(live: Store) -> None:
-    report = vault.check_vault(home(), live)
+    report = vault_check.check_vault(home(), live)
     assert report.ok
     checks = {c["name"]: c for c in report.stores[0]["checks"]}
     assert checks["absent_from_live"]["detail"] == "ok"
     assert checks["resumed"]["sessions"] == ["b"]
     assert "vault return b" in checks["resumed"]["detail"]
-    info = vault.list_vault(home(), live)[0]
+    info = vault_list.list_vault(home(), live)[0]
     assert (info.hidden, info.resumed) == (0, 1)
 
 
@@ -79,7 +86,7 @@ def test_show_reads_both_parts_in_order_each_marked() -> None:
     store = open_store(default_db_path())
     try:
         make_session(store, "b", title="Old chat")
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
         create_session(store, "b", "telegram")
         append_messages(store, "b", [{"role": "user", "content": "back again"}])
     finally:
@@ -105,7 +112,7 @@ def test_search_finds_the_vaulted_part_of_a_resumed_session(live: Store) -> None
 
 def test_return_joins_the_parts_into_one_live_session(live: Store) -> None:
     before = live.conn.execute("SELECT input_tokens FROM sessions WHERE id = 'b'").fetchone()
-    result = vault.return_sessions(live, home(), ["b"])
+    result = vault_return.return_sessions(live, home(), ["b"])
     assert result.joined == ("b",)
     got = [
         r[0]
@@ -121,7 +128,7 @@ def test_return_joins_the_parts_into_one_live_session(live: Store) -> None:
     assert row[0] == 5 and row[1] == "Old chat" and row[2] == pytest.approx(OLD)
     assert before is not None
     assert contents(vault_path(), "b") == []
-    assert vault.check_vault(home(), live).ok
+    assert vault_check.check_vault(home(), live).ok
 
 
 def test_return_run_again_after_it_finished_exits_zero(live: Store) -> None:
@@ -136,7 +143,7 @@ def test_vault_return_takes_an_exact_title() -> None:
     store = open_store(default_db_path())
     try:
         make_session(store, "s1", title="Travel plans Osaka")
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
     finally:
         store.close()
     done = child("vault", "return", "Travel plans Osaka")
@@ -149,7 +156,7 @@ def test_a_prefix_naming_sessions_in_several_stores_is_ambiguous() -> None:
     try:
         make_session(store, "2025010_a")
         make_session(store, "2025010_b")
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
         make_session(store, "2025010_c", time.time())
     finally:
         store.close()
@@ -166,7 +173,7 @@ def test_export_names_vaulted_sessions_of_several_years() -> None:
     try:
         make_session(store, "y1", OLD)
         make_session(store, "y2", OLD - 400 * 86400)
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
     finally:
         store.close()
     assert len(vault.vault_paths(home())) == 2
@@ -192,7 +199,7 @@ def test_a_move_verifies_a_copy_whose_ids_were_renumbered() -> None:
     store = open_store(default_db_path())
     try:
         make_session(store, "x")
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
         freed = [
             r[0] for r in rows(__import__("pathlib").Path(vault_path()), "SELECT id FROM messages")
         ]
@@ -212,10 +219,10 @@ def test_a_move_verifies_a_copy_whose_ids_were_renumbered() -> None:
             )
 
         store.write(put)
-        result = vault.move_sessions(store, home(), 90)
+        result = vault_move.move_sessions(store, home(), 90)
         assert result.session_ids == ("y",)
         assert contents(vault_path(), "y") == ["imported 0", "imported 1", "imported 2"]
-        assert vault.check_vault(home(), store).ok
+        assert vault_check.check_vault(home(), store).ok
     finally:
         store.close()
 
@@ -267,9 +274,9 @@ def test_a_move_that_fails_leaves_no_empty_vault_store(monkeypatch: pytest.Monke
         def refuse(*_args: object, **_kw: object) -> int:
             raise vault.VaultError("refused for the test")
 
-        monkeypatch.setattr(vault, "_copy_rows", refuse)
+        monkeypatch.setattr(vault_move, "_copy_rows", refuse)
         with pytest.raises(vault.VaultError):
-            vault.move_sessions(store, home(), 90)
+            vault_move.move_sessions(store, home(), 90)
         assert vault.vault_paths(home()) == []
         assert not list(vault.vault_dir(home()).glob("*.db*"))
         assert "gone" in ids(store)
@@ -284,15 +291,15 @@ def test_an_empty_vault_store_of_another_layout_does_not_block_a_move() -> None:
     try:
         make_session(store, "later")
         path = vault.vault_dir(home()) / f"{YEAR}.db"
-        vault.create_vault_store(store, path)
+        vault_layout.create_vault_store(store, path)
         conn = sqlite3.connect(path)  # an older version's empty store: another layout
         conn.execute("DROP INDEX idx_messages_session")
         conn.commit()
         conn.close()
-        result = vault.move_sessions(store, home(), 90)
+        result = vault_move.move_sessions(store, home(), 90)
         assert result.session_ids == ("later",)
         assert rows(path, "SELECT name FROM sqlite_master WHERE name = 'idx_messages_session'")
-        assert vault.check_vault(home(), store).ok
+        assert vault_check.check_vault(home(), store).ok
     finally:
         store.close()
 
@@ -300,7 +307,7 @@ def test_an_empty_vault_store_of_another_layout_does_not_block_a_move() -> None:
 def test_edits_refuse_a_vaulted_session_and_delete_refuses_a_resumed_one(live: Store) -> None:
     store = live
     make_session(store, "quiet", title="Quiet one")
-    vault.move_sessions(store, home(), 90)
+    vault_move.move_sessions(store, home(), 90)
     for argv in (("sessions", "rename", "Quiet one", "New"), ("sessions", "pin", "quiet")):
         done = child(*argv)
         assert done.returncode != 0, argv
@@ -318,7 +325,7 @@ def test_a_live_listing_says_how_many_vaulted_sessions_it_leaves_out() -> None:
         make_session(store, "v1")
         make_session(store, "v2")
         make_session(store, "here", time.time())
-        vault.move_sessions(store, home(), 90)
+        vault_move.move_sessions(store, home(), 90)
     finally:
         store.close()
     table = child("sessions", "list", "--no-pager")

@@ -19,7 +19,7 @@ from hermes_state.search import search, walk
 from hermes_state.search.query import parse_query, tame_prefixes
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.vault import vault, vault_bm25, vault_search
+from hermes_state.vault import vault, vault_bm25, vault_list, vault_search
 
 NOW = time.time()
 OLD = NOW - 400 * 86400
@@ -208,7 +208,7 @@ def test_a_session_in_both_places_is_found_once_live(stores: tuple[Store, Store]
         "vault", "move", "--older-than", "30d", "--yes", env={vault.CRASH_ENV: "verified"}
     )
     assert crashed.returncode != 0
-    assert vault.live_ids(live, ["s01"]) == {"s01"}
+    assert vault_list.live_ids(live, ["s01"]) == {"s01"}
     doc = run_json("sessions", "search", "docker", "-n", "0")
     mine = [h for h in doc["hits"] if h["session_id"] == "s01"]
     assert mine and {h["vault"] for h in mine} == {None}

@@ -364,24 +364,24 @@ class Browser:
 
     def delete(self, session_id: str) -> int:
         """Delete exactly this session and its messages; return how many messages went."""
-        from hermes_state.upkeep import maintenance
+        from hermes_state.upkeep import deletion
 
         with _writing(self.path) as store:
-            return maintenance.delete_session(store, session_id)
+            return deletion.delete_session(store, session_id)
 
     def export(self, session_id: str, target: str, vault: str | None = None) -> tuple[Path, int]:
         """Export one session to a new file (.md: Markdown, else JSON Lines); (path, messages).
         A vaulted session is read from the vault, its records marked with the year, as
         `hermes sessions export` writes them."""
         from hermes_state.transfer import portability
-        from hermes_state.vault import vault as vaults
+        from hermes_state.vault import vault_export
 
         path = Path(target).expanduser()
         writer = portability.write_markdown if path.suffix == ".md" else portability.write_jsonl
         with _reading(self.path), self._own_store() as store:
             checked = portability.check_export_target(path)
             if vault:
-                records = vaults.export_spanning(store, iter(()), session_ids=[session_id])
+                records = vault_export.export_spanning(store, iter(()), session_ids=[session_id])
             else:
                 records = portability.export_all(store, session_ids=[session_id])
             counts = portability.export_to_path(records, checked, writer)

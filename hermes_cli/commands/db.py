@@ -66,17 +66,17 @@ def check(
     """
     from hermes_cli.shared import stores
     from hermes_state.store.errors import NotAHermesStoreError, StoreCorruptError
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import store_check
 
     settings = output.configure(output_format(fmt, as_json), color=color)
     try:
         with stores.read_store() as store:
-            result = maintenance.check_store(store).to_dict()
+            result = store_check.check_store(store).to_dict()
     except NotAHermesStoreError:
         raise  # another application's database: nothing of ours to diagnose
     except StoreCorruptError as exc:
         # SQLite cannot open the file or read its schema: say what can be known of it.
-        result = maintenance.check_unopenable(stores.db_path(), exc.message).to_dict()
+        result = store_check.check_unopenable(stores.db_path(), exc.message).to_dict()
     if not output.emit(settings, result, result["checks"], records.CHECK_KEYS):
         store_views.check_report(result)
     if result.get("problems"):
@@ -112,11 +112,11 @@ def optimize(
 ) -> None:
     """Merge search-index segments and VACUUM to give space back to the file system."""
     from hermes_cli.shared import stores
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import reclaim
 
     what = "Reindexing, then optimizing" if reindex else "Optimizing (search indexes, VACUUM)"
     with stores.write_store() as store, render.progress(what):
-        result = maintenance.optimize(store, vacuum=True, force=force, reindex=reindex)
+        result = reclaim.optimize(store, vacuum=True, force=force, reindex=reindex)
     if as_json:
         render.emit_json(result.to_dict())
         return
@@ -137,10 +137,10 @@ def migrate(force: ForceFlag = False, as_json: JsonFlag = False) -> None:
     store open, unless --force.
     """
     from hermes_cli.shared import stores
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import migrate
 
     with render.progress("Reindexing") as bar:
-        outcome = maintenance.migrate_store(
+        outcome = migrate.migrate_store(
             stores.db_path(),
             force=force,
             on_progress=lambda _phase, done, total: bar.set(completed=done, total=total),

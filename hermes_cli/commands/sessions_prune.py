@@ -32,7 +32,7 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     from hermes_cli.commands import vault
     from hermes_cli.shared import stores
     from hermes_state.records import sessions as lib
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import deletion
 
     with stores.write_store() as store:
         sid = vault.editable_session(store, session, whole=True)
@@ -45,7 +45,7 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
             f"({counts.live} live, the rest earlier generations)?",
             assume_yes=yes,
         )
-        deleted = maintenance.delete_session(store, sid)
+        deleted = deletion.delete_session(store, sid)
     render.echo(f"Deleted session '{sid}' ({deleted} messages).")
 
 
@@ -101,7 +101,7 @@ def prune(
     """
     from hermes_cli.shared import stores
     from hermes_cli.shared.durations import cutoff_to_days
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import prune as pruning
 
     days = cutoff_to_days(cutoff(older_than) or time.time())
     sources, excluded, active_after = source or None, exclude_source or None, cutoff(since)
@@ -109,7 +109,7 @@ def prune(
     with opener() as store:
         check_sources(store, sources)
         with render.progress("Finding sessions to prune"):
-            preview = maintenance.prune_sessions(
+            preview = pruning.prune_sessions(
                 store,
                 days,
                 dry_run=True,
@@ -143,7 +143,7 @@ def prune(
         }
         try:
             with render.progress("Deleting sessions", total=preview.sessions) as bar:
-                result = maintenance.prune_sessions(store, days, progress=step, **scope)
+                result = pruning.prune_sessions(store, days, progress=step, **scope)
         except KeyboardInterrupt:
             _interrupted_prune(store, days, preview.sessions, scope)
         try:
@@ -186,10 +186,10 @@ def _pause_for_tests(step: str, done: int) -> None:
 
 def _interrupted_prune(store: Any, days: float, planned: int, scope: dict[str, Any]) -> None:
     """Say what an interrupted prune did (counted again from the store) and exit 130."""
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import prune as pruning
 
     try:
-        left = maintenance.prune_sessions(store, days, dry_run=True, **scope).sessions
+        left = pruning.prune_sessions(store, days, dry_run=True, **scope).sessions
         did = f"deleted {max(0, planned - left):,} of {planned:,} sessions"
     except (KeyboardInterrupt, Exception):  # a second Ctrl-C, or the count failed: say less
         did = f"deleted some of {planned:,} sessions"

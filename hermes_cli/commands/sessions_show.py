@@ -283,7 +283,7 @@ def export(
     from hermes_state.reports import redact as redaction
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.transfer import portability
-    from hermes_state.vault import vault
+    from hermes_state.vault import vault_export
 
     before = cutoff(until)
     after = cutoff(since)
@@ -314,7 +314,9 @@ def export(
                 span["upto_id"] = mark
             records_iter = portability.export_all(store, session_ids=ids, **span)
             # Vaulted sessions are exported too, each record marked with its vault year.
-            records_iter = vault.export_spanning(store, records_iter, session_ids=vaulted, **span)
+            records_iter = vault_export.export_spanning(
+                store, records_iter, session_ids=vaulted, **span
+            )
             if redact:
                 records_iter = redaction.redact_records(records_iter)
             if target is None:

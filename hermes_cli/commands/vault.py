@@ -81,7 +81,7 @@ def move(
     from hermes_cli.shared import stores
     from hermes_cli.shared.durations import cutoff_to_days
     from hermes_cli.shared.options import cutoff
-    from hermes_state.vault import vault
+    from hermes_state.vault import vault_move
 
     days = cutoff_to_days(cutoff(older_than) or 0.0)
     sources = tuple(source or ())
@@ -89,7 +89,7 @@ def move(
     with opener() as store:
         home = store.path.parent
         with render.progress("Finding sessions to move"):
-            preview = vault.move_sessions(store, home, days, sources=sources, dry_run=True)
+            preview = vault_move.move_sessions(store, home, days, sources=sources, dry_run=True)
         if as_json and (dry_run or not preview.sessions):
             render.emit_json(records.prune(preview.to_dict()))
             return
@@ -106,7 +106,7 @@ def move(
             assume_yes=yes,
         )
         with render.progress("Moving sessions", total=preview.sessions) as bar:
-            result = vault.move_sessions(
+            result = vault_move.move_sessions(
                 store,
                 home,
                 days,
@@ -185,10 +185,10 @@ def return_(
     so running a finished return again does nothing and exits 0.
     """
     from hermes_cli.shared import stores
-    from hermes_state.vault import vault
+    from hermes_state.vault import vault_return
 
     with stores.write_store() as store:
-        result = vault.return_sessions(store, store.path.parent, ids)
+        result = vault_return.return_sessions(store, store.path.parent, ids)
     if as_json:
         render.emit_json(result.to_dict())
         return
@@ -228,13 +228,13 @@ def list_(as_json: JsonFlag = False) -> None:
     from hermes_cli.shared import stores
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.store.home import display_hermes_home
-    from hermes_state.vault import vault
+    from hermes_state.vault import vault_list
 
     try:
         with stores.read_store() as store:
-            infos = vault.list_vault(store.path.parent, store)
+            infos = vault_list.list_vault(store.path.parent, store)
     except StoreNotFoundError:
-        infos = vault.list_vault(_home(), None)
+        infos = vault_list.list_vault(_home(), None)
     if as_json:
         render.emit_json({"stores": [records.vault_store(i.to_dict()) for i in infos]})
         return
@@ -282,13 +282,13 @@ def check(as_json: JsonFlag = False) -> None:
     absent from the live store. Exits 1 when anything is wrong."""
     from hermes_cli.shared import stores
     from hermes_state.store.errors import StoreNotFoundError
-    from hermes_state.vault import vault
+    from hermes_state.vault import vault_check
 
     try:
         with stores.read_store() as store:
-            report = vault.check_vault(store.path.parent, store)
+            report = vault_check.check_vault(store.path.parent, store)
     except StoreNotFoundError:
-        report = vault.check_vault(_home(), None)
+        report = vault_check.check_vault(_home(), None)
     if as_json:
         render.emit_json(report.to_dict())
     else:

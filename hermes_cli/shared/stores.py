@@ -101,7 +101,7 @@ def write_store(
     """
     from hermes_cli.shared import waiting
     from hermes_state.store.connection import open_store
-    from hermes_state.upkeep.maintenance import require_intact
+    from hermes_state.upkeep.store_check import require_intact
 
     store = open_store(path or db_path(), role="edit", create=create, waiting=waiting.current())
     try:
@@ -184,10 +184,10 @@ def report_profile_errors(errors: list[dict[str, Any]]) -> None:
 
 def reclaim_after_delete(store: Store, bar: Any, result: Any, *, compact: bool, force: bool) -> Any:
     """Give back the space a prune or a vault move freed (a phase of bar); None if it freed none."""
-    from hermes_state.upkeep import maintenance
+    from hermes_state.upkeep import reclaim
 
     if not result.sessions:
         return None
     # optimize() reports no progress of its own: a phase with elapsed time.
     bar.phase("Reclaiming space")
-    return maintenance.reclaim_after_delete(store, result.messages, compact=compact, force=force)
+    return reclaim.reclaim_after_delete(store, result.messages, compact=compact, force=force)

@@ -59,7 +59,7 @@ from hermes_state.store.errors import (
 )
 from hermes_state.store.home import default_db_path
 from hermes_state.transfer import import_batch, portability
-from hermes_state.upkeep import maintenance
+from hermes_state.upkeep import deletion, prune, reclaim
 from hermes_state.vault import vault_import
 
 T = TypeVar("T")
@@ -1307,7 +1307,7 @@ class SessionDB:
 
     def clear_messages(self, session_id: str) -> None:
         """Delete a session's messages, keeping the session."""
-        maintenance.clear_messages(self.store, session_id)
+        deletion.clear_messages(self.store, session_id)
 
     def delete_session(
         self,
@@ -1334,7 +1334,7 @@ class SessionDB:
         chain = (
             lineage.compression_lineage(self.store, session_id) if include_compression_chain else []
         )
-        going = maintenance.deletion_of(conn, [session_id, *chain])
+        going = deletion.deletion_of(conn, [session_id, *chain])
         if expected_delete_ids is not None and set(expected_delete_ids) != set(going):
             return False
         if expected_display_messages is not None and any(
@@ -1342,10 +1342,10 @@ class SessionDB:
             for sid, shown in expected_display_messages.items()
         ):
             return False
-        if exclude_active_write_guards and maintenance.in_use(conn, going):
+        if exclude_active_write_guards and deletion.in_use(conn, going):
             return False
         try:
-            maintenance.delete_session(self.store, session_id, with_ids=chain)
+            deletion.delete_session(self.store, session_id, with_ids=chain)
         except SessionNotFoundError:
             return False
         transcripts.remove_session_files(sessions_dir, going)
@@ -1374,34 +1374,34 @@ class SessionDB:
                 for other in lineage.compression_lineage(self.store, sid)
             ]
         if exclude_active_write_guards:
-            busy = set(maintenance.in_use(self.store.conn, [s for s in ids if isinstance(s, str)]))
+            busy = set(deletion.in_use(self.store.conn, [s for s in ids if isinstance(s, str)]))
             if skipped_ids is not None:
                 skipped_ids.extend(sorted(busy))
             ids = [s for s in ids if s not in busy]
-        gone = maintenance.delete_sessions(self.store, ids, skipped=skipped_ids)
+        gone = deletion.delete_sessions(self.store, ids, skipped=skipped_ids)
         transcripts.remove_session_files(sessions_dir, gone)
         return len(gone)
 
     def delete_session_if_empty(self, session_id: str, sessions_dir: Path | None = None) -> bool:
         """Delete a session that never got a message, title or child; tell whether it went."""
-        gone = maintenance.delete_session_if_empty(self.store, session_id)
+        gone = deletion.delete_session_if_empty(self.store, session_id)
         if gone:
             transcripts.remove_session_files(sessions_dir, [session_id])
         return gone
 
     def count_empty_sessions(self) -> int:
         """Count the ended, unarchived sessions without any message."""
-        return maintenance.count_empty_sessions(self.store)
+        return deletion.count_empty_sessions(self.store)
 
     def delete_empty_sessions(self, sessions_dir: Path | None = None) -> int:
         """Delete every ended, unarchived, unpinned empty session; return how many went."""
-        gone = maintenance.delete_empty_sessions(self.store)
+        gone = deletion.delete_empty_sessions(self.store)
         transcripts.remove_session_files(sessions_dir, gone)
         return len(gone)
 
     def prune_empty_ghost_sessions(self, sessions_dir: Path | None = None) -> int:
         """Delete the TUI's empty, untitled sessions ended over a day ago."""
-        gone = maintenance.prune_empty_ghost_sessions(self.store)
+        gone = prune.prune_empty_ghost_sessions(self.store)
         transcripts.remove_session_files(sessions_dir, gone)
         return len(gone)
 
@@ -1420,9 +1420,7 @@ class SessionDB:
         is using (open ledger work) is never deleted, whatever ``exclude_active_write_guards``
         says. With ``sessions_dir`` the transcript files of the deleted sessions go too.
         """
-        result = maintenance.prune_sessions(
-            self.store, older_than_days, source=source, filters=filters
-        )
+        result = prune.prune_sessions(self.store, older_than_days, source=source, filters=filters)
         transcripts.remove_session_files(sessions_dir, result.session_ids)
         return result.sessions
 
@@ -1439,7 +1437,7 @@ class SessionDB:
         ``whole_lineages`` leaves out the compression ancestors a prune keeps because a later
         part of their conversation stays.
         """
-        return maintenance.list_prune_candidates(
+        return prune.list_prune_candidates(
             self.store, older_than_days, source, whole_lineages=whole_lineages, **filters
         )
 
@@ -1447,7 +1445,7 @@ class SessionDB:
         self, older_than_days: float | None = None, source: str | None = None, **filters: Any
     ) -> int:
         """Archive the conversations a prune with these filters would match; return how many."""
-        return maintenance.archive_sessions(self.store, older_than_days, source, **filters)
+        return prune.archive_sessions(self.store, older_than_days, source, **filters)
 
     def maybe_auto_prune_and_vacuum(
         self,
@@ -1478,21 +1476,21 @@ class SessionDB:
         source: str | None = None,
         dry_run: bool = False,
         now: float | None = None,
-    ) -> maintenance.PruneResult:
+    ) -> prune.PruneResult:
         """Prune (or preview a prune of) idle ended sessions; return everything it found."""
-        return maintenance.prune_sessions(
+        return prune.prune_sessions(
             self.store, older_than_days, source=source, dry_run=dry_run, now=now
         )
 
     def optimize(
         self, *, vacuum: bool = True, force: bool = False, rebuild_fts: bool = False
-    ) -> maintenance.OptimizeResult:
+    ) -> reclaim.OptimizeResult:
         """Give space back (merge the indexes, VACUUM); return an OptimizeResult."""
-        return maintenance.optimize(self.store, vacuum=vacuum, force=force, rebuild_fts=rebuild_fts)
+        return reclaim.optimize(self.store, vacuum=vacuum, force=force, rebuild_fts=rebuild_fts)
 
     def vacuum(self) -> int:
         """Merge the search indexes and VACUUM; return how many indexes were merged."""
-        return maintenance.vacuum(self.store)
+        return reclaim.vacuum(self.store)
 
     def optimize_fts(self) -> int:
         """Merge each search index's segments; return how many of the agent's two were merged.

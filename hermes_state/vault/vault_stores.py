@@ -1,7 +1,7 @@
 """Where a profile's vault stores are, and how one is opened.
 
 ``<home>/vault/<YYYY>.db`` holds the session groups whose last activity fell in that UTC year
-(see :mod:`hermes_state.vault.vault` for moving them).
+(see :mod:`hermes_state.vault.vault_move` for moving them).
 """
 
 from __future__ import annotations
