@@ -205,6 +205,8 @@ def _version_callback(value: bool) -> None:
 
 # Each top-level command and the module that adds it. A command line naming one builds that
 # module's part of the app only: the other groups' imports were most of a command's start-up.
+# `completion` is left out on purpose: it writes the scripts and the man page of the whole app
+# (from the click context's root), so it is built whole.
 GROUP_OF = {
     "sessions": "sessions",
     "db": "db",
@@ -216,7 +218,6 @@ GROUP_OF = {
     "usage": "usage",
     "watch": "watch",
     "mcp": "mcp",
-    "completion": "completion",
 }
 
 

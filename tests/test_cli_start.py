@@ -7,8 +7,15 @@ from hermes_cli.commands import sessions
 
 
 def test_an_unknown_name_builds_the_whole_app_whose_commands_are_all_known() -> None:
-    # The whole app (for the unknown name's suggestions) has exactly the commands GROUP_OF maps.
-    assert sorted(main.get_command("sesions").commands) == sorted(main.GROUP_OF)
+    # The whole app (for the unknown name's suggestions) has exactly the commands GROUP_OF maps,
+    # and `completion`, which is always built whole (its scripts describe the whole app).
+    assert sorted(main.get_command("sesions").commands) == sorted([*main.GROUP_OF, "completion"])
+
+
+def test_completion_builds_the_whole_app_it_describes() -> None:
+    assert sorted(main.get_command("completion").commands) == sorted(
+        main.get_command("sesions").commands
+    )
 
 
 def test_a_command_line_naming_a_command_builds_that_command() -> None:
