@@ -33,7 +33,7 @@ import generate as gen  # noqa: E402
 
 from hermes_state.store import cjk  # noqa: E402
 from hermes_state.store.connection import open_store  # noqa: E402
-from hermes_state.transfer import portability  # noqa: E402
+from hermes_state.transfer import export  # noqa: E402
 
 WINDOW = [("fts_rebuild_high_water", 2**62), ("fts_rebuild_progress", 0)]
 
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         src = work / "export.jsonl"
         with open_store(home / "state.db", read_only=True) as store, open(src, "w") as fh:
-            n = portability.write_jsonl(portability.export_all(store), fh).messages
+            n = export.write_jsonl(export.export_all(store), fh).messages
         found = phases(src, work)
         variants = insert_variants(src, work)
     total = sum(found.values())
