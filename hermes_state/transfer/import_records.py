@@ -227,6 +227,7 @@ def _identity(record: Mapping[str, Any], key: str) -> None:
 
 
 _KNOWN_MESSAGE_KEYS = MESSAGE_KEYS | _IGNORED_MESSAGE_KEYS | {SUMMARY_FLAG}
+_NOT_PASSED_ON = tuple(_KNOWN_MESSAGE_KEYS - MESSAGE_KEYS)  # known keys the store is not given
 _MESSAGE_FLAGS = ("active", "compacted", "observed")
 
 
@@ -296,7 +297,7 @@ def validate(
         if not isinstance(role, str) or not role:
             raise InvalidRecord(f"messages[{i}]: 'role' must be a non-empty string")
         ts = get("timestamp")
-        if ts is not None and not _is_number(ts):
+        if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int | float)):
             raise InvalidRecord(f"messages[{i}]: 'timestamp' must be a number")
         uid = get("message_uid")
         if uid is not None and not isinstance(uid, str):
@@ -311,9 +312,17 @@ def validate(
                 f"messages.{k}" for k in keys - _KNOWN_MESSAGE_KEYS if msg[k] is not None
             )
         for k, v in msg.items():
-            if isinstance(v, int) and not isinstance(v, bool):
+            # bool is an int, always in range: the name of the field is made only for a refusal.
+            if isinstance(v, int) and not SQLITE_INT_MIN <= v <= SQLITE_INT_MAX:
                 _column_value(f"messages[{i}].{k}", v)  # refuses what SQLite cannot hold
         if get(SUMMARY_FLAG):
             summaries.append(i)
-        out.append({k: v for k, v in msg.items() if k in MESSAGE_KEYS})
+        # A copy without the known keys the store is not given (a C-level copy and a few pops
+        # cost less than a comprehension); unknown keys, when there are any, are left out too.
+        kept = dict(msg)
+        for k in _NOT_PASSED_ON:
+            kept.pop(k, None)
+        if not kept.keys() <= MESSAGE_KEYS:
+            kept = {k: v for k, v in kept.items() if k in MESSAGE_KEYS}
+        out.append(kept)
     return session, out, summaries, (ids or None)
