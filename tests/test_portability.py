@@ -1,5 +1,5 @@
-"""Export and import (hermes_state.transfer.portability): streaming writers and an exact round
-trip."""
+"""Export and import (hermes_state.transfer.export, .portability): streaming writers and an
+exact round trip."""
 
 from __future__ import annotations
 
