@@ -856,7 +856,7 @@ def _metered(ctx: Context, mode: str, db: Path, dest: Path) -> dict[str, Any]:
 
 
 def _export_row(ctx: Context, name: str, home: Path, rss_limit_mb: float | None) -> Row:
-    need("hermes_state.transfer.portability", "export_all", "write_jsonl")
+    need("hermes_state.transfer.export", "export_all", "write_jsonl")
     db = home / "state.db"
     dest = ctx.work / "export.jsonl"
     ctx.work.mkdir(parents=True, exist_ok=True)
@@ -904,7 +904,7 @@ def op_export_all(ctx: Context) -> Row:
 
 def op_export_single(ctx: Context) -> Row:
     """Export of one 200,000-message session: throughput and flat memory."""
-    need("hermes_state.transfer.portability", "export_all", "write_jsonl")
+    need("hermes_state.transfer.export", "export_all", "write_jsonl")
     if ctx.single_home is None:
         raise Unavailable("no single-session store")
     count = (gen.read_meta(ctx.single_home) or {}).get("messages", 0)
@@ -916,14 +916,12 @@ IMPORT_BATCH = 5000  # messages per transaction of the raw import (as hermes_sta
 
 def _import_source(ctx: Context) -> Path:
     """Export the store once (library export, JSON Lines) as the import benchmarks' input."""
-    portability = need(
-        "hermes_state.transfer.portability", "export_all", "write_jsonl", "import_sessions"
-    )
+    export = need("hermes_state.transfer.export", "export_all", "write_jsonl")
     src = ctx.work / "import-src.jsonl"
     if not src.exists():
         src.parent.mkdir(parents=True, exist_ok=True)
         with read_store(ctx.db) as store, open(src, "w", encoding="utf-8") as fh:
-            portability.write_jsonl(portability.export_all(store), fh)
+            export.write_jsonl(export.export_all(store), fh)
     return src
 
 
@@ -1488,7 +1486,7 @@ def run_operation(name: str, fn: Callable[[Context], Row], ctx: Context) -> Row:
 
 def child_export_lib(db: str, dest: str) -> dict[str, Any]:
     """Export every session with the library; return counts and seconds."""
-    from hermes_state.transfer.portability import export_all, write_jsonl
+    from hermes_state.transfer.export import export_all, write_jsonl
 
     with read_store(Path(db)) as store, open(dest, "w", encoding="utf-8") as fh:
         t0 = time.perf_counter()

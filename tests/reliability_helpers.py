@@ -657,7 +657,7 @@ def reader_main(args: list[str]) -> int:
     from hermes_state.records import sessions
     from hermes_state.search.search import search_messages
     from hermes_state.store.connection import open_store
-    from hermes_state.transfer import portability
+    from hermes_state.transfer import export
 
     db, r, writers, per_writer, limit_s, out = (
         Path(args[0]),
@@ -687,9 +687,7 @@ def reader_main(args: list[str]) -> int:
                     search_messages(store, token(rng.randrange(writers), rng.randrange(per_writer)))
                     search_messages(store, "message", limit=20)
                 else:
-                    seen = sum(
-                        sum(1 for _ in rec["messages"]) for rec in portability.export_all(store)
-                    )
+                    seen = sum(sum(1 for _ in rec["messages"]) for rec in export.export_all(store))
                     if seen < last_seen:
                         regressions += 1  # a later snapshot must never hold fewer rows
                     last_seen = max(last_seen, seen)

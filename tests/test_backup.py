@@ -17,13 +17,9 @@ from pathlib import Path
 import pytest
 from support.children import child_env
 
-from hermes_state.backups.backup import (
-    MANIFEST,
-    BackupError,
-    UnsafeArchiveError,
-    create_backup,
-    verify_backup,
-)
+from hermes_state.backups.archive_check import verify_backup
+from hermes_state.backups.archive_format import MANIFEST, BackupError, UnsafeArchiveError
+from hermes_state.backups.backup import create_backup
 from hermes_state.backups.restore import restore_backup
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import open_store

@@ -20,7 +20,7 @@ import pytest
 from clitools import child, load_sample
 from support.children import child_env, hermes_argv
 
-from hermes_state.backups import backup
+from hermes_state.backups import archive_check, archive_format
 from hermes_state.store.connection import Waiting
 from hermes_state.store.errors import StoreLockedError
 from hermes_state.store.home import default_db_path
@@ -134,7 +134,7 @@ def test_backup_waits_for_a_lock_released_within_its_patience(
     archive = Path(json.loads(out)["archive"])
     with zipfile.ZipFile(archive) as zf:
         assert "state.db" in zf.namelist()
-    assert backup.verify_backup(archive).ok
+    assert archive_check.verify_backup(archive).ok
 
 
 def test_a_killed_backup_leaves_scratch_that_the_next_run_reaps(
@@ -149,7 +149,7 @@ def test_a_killed_backup_leaves_scratch_that_the_next_run_reaps(
     )
     assert proc.stderr is not None
     assert proc.stderr.readline().startswith("Waiting for up to 60s")  # mid-run
-    left = [n for n in _scratch(hermes_home) if n.startswith(backup.BACKUP_WORK_PREFIX)]
+    left = [n for n in _scratch(hermes_home) if n.startswith(archive_format.BACKUP_WORK_PREFIX)]
     assert len(left) == 1, _scratch(hermes_home)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
@@ -159,7 +159,7 @@ def test_a_killed_backup_leaves_scratch_that_the_next_run_reaps(
     again = child("backup", "--json")
     assert again.returncode == 0, again.stderr
     names = _scratch(hermes_home)
-    assert not [n for n in names if n.startswith(backup.BACKUP_WORK_PREFIX)], names
+    assert not [n for n in names if n.startswith(archive_format.BACKUP_WORK_PREFIX)], names
     assert len([n for n in names if n.endswith(".zip")]) == 1
     assert str(hermes_home / "backups" / left[0]) in json.loads(again.stdout)["cleaned"]
 

@@ -19,7 +19,7 @@ from support.children import child_env
 
 from hermes_state.search import search, walk
 from hermes_state.store.connection import open_store
-from hermes_state.transfer import portability
+from hermes_state.transfer import export, portability
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH = REPO_ROOT / "bench"
@@ -89,7 +89,7 @@ def test_raw_import_ends_with_the_rows_and_index_entries_of_ours(
 ) -> None:
     src = tmp_path / "export.jsonl"
     with open_store(generated, read_only=True) as store, open(src, "w", encoding="utf-8") as fh:
-        portability.write_jsonl(portability.export_all(store), fh)
+        export.write_jsonl(export.export_all(store), fh)
     ours = tmp_path / "ours" / "state.db"
     ours.parent.mkdir()
     with open_store(ours) as store:

@@ -14,7 +14,7 @@ from support.stores import populate_store
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.transfer import portability
+from hermes_state.transfer import export
 
 DOCKER = "20261118_091502_a1c9e2"
 TOKYO = "20261119_073011_b7d401"
@@ -589,7 +589,7 @@ def test_show_json_is_the_export_record_in_the_documented_vocabulary(sample: Pat
     from hermes_cli.rendering import records
 
     with open_store(sample, read_only=True) as store:
-        record = portability.export_session(store, TOKYO)
+        record = export.export_session(store, TOKYO)
     shown = run_json("sessions", "show", TOKYO)
     assert shown["vault"] is None  # read from the live store
     expected = records.session(record, "default")

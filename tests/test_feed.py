@@ -20,7 +20,7 @@ from support.children import child_env
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.transfer import portability
+from hermes_state.transfer import export, portability
 
 WRITER = """
 import sys, time
@@ -60,10 +60,10 @@ def _all_ids(path: Path) -> list[int]:
 
 def _batch(store: Store, after: int) -> tuple[list[int], int]:
     """Read one feed batch as the CLI does: the mark first, then ids in (after, mark]."""
-    mark = portability.feed_mark(store)
+    mark = export.feed_mark(store)
     got = [
         m["id"]
-        for record in portability.export_all(store, after_id=after, upto_id=mark)
+        for record in export.export_all(store, after_id=after, upto_id=mark)
         for m in record["messages"]
     ]
     return got, max(after, mark)
@@ -100,8 +100,8 @@ def test_every_message_a_concurrent_writer_commits_is_in_exactly_one_feed_batch(
 ) -> None:
     # Windows of one or two sessions: a batch spans many read transactions while the writer
     # commits to sessions read earlier and to sessions not read yet.
-    monkeypatch.setattr(portability, "MESSAGE_CHUNK", 2)
-    monkeypatch.setattr(portability, "READ_WINDOW_S", 0.0)
+    monkeypatch.setattr(export, "MESSAGE_CHUNK", 2)
+    monkeypatch.setattr(export, "READ_WINDOW_S", 0.0)
     seen: Counter[int] = Counter()
     after, batches = 0, 0
     with open_store(default_db_path(), read_only=True) as store:
@@ -151,14 +151,14 @@ def test_the_cli_feed_in_a_loop_beside_a_writer_sees_every_message_once(
 def test_a_message_committed_while_a_feed_reads_comes_in_the_next_batch_only(
     hermes_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(portability, "MESSAGE_CHUNK", 1)  # one session per read window
+    monkeypatch.setattr(export, "MESSAGE_CHUNK", 1)  # one session per read window
     with open_store(default_db_path()) as store:
         assert portability.import_sessions(
             store, [_record("a", 1000.0), _record("b", 2000.0), _record("c", 3000.0)]
         ).ok  # a: 1-2, b: 3-4, c: 5-6
-        mark = portability.feed_mark(store)
+        mark = export.feed_mark(store)
         assert mark == 6
-        records = portability.export_all(store, after_id=0, upto_id=mark)
+        records = export.export_all(store, after_id=0, upto_id=mark)
         first = next(records)
         assert first["id"] == "a"
         ids = [m["id"] for m in first["messages"]]
@@ -168,10 +168,10 @@ def test_a_message_committed_while_a_feed_reads_comes_in_the_next_batch_only(
         rest = [(r["id"], [m["id"] for m in r["messages"]]) for r in records]
         assert rest == [("b", [3, 4]), ("c", [5, 6])]  # 8 is above this batch's mark
         ids += [i for _sid, got in rest for i in got]
-        nxt = portability.feed_mark(store)
+        nxt = export.feed_mark(store)
         later = [
             (r["id"], [m["id"] for m in r["messages"]])
-            for r in portability.export_all(store, after_id=mark, upto_id=nxt)
+            for r in export.export_all(store, after_id=mark, upto_id=nxt)
         ]
     assert ids == [1, 2, 3, 4, 5, 6]
     assert later == [("a", [7]), ("c", [8])]

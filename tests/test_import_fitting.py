@@ -19,7 +19,7 @@ from typer.testing import Result
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import Store, open_store
 from hermes_state.store.home import default_db_path
-from hermes_state.transfer import portability
+from hermes_state.transfer import export, portability
 from hermes_state.transfer.import_target import prompt_hash
 from hermes_state.upkeep import deletion
 
@@ -63,7 +63,7 @@ def _materialized(records: Iterator[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _dump(store: Store, path: Path, **filters: Any) -> Path:
     """Export the store's sessions (export_all filters) to a new JSONL file; return its path."""
-    portability.export_to_path(portability.export_all(store, **filters), path)
+    export.export_to_path(export.export_all(store, **filters), path)
     return path
 
 
@@ -211,7 +211,7 @@ def test_a_change_feed_appends_only_new_messages_once(
     )
     assert portability.import_sessions(store, [_record("c", 3000.0)]).ok
 
-    feed = _materialized(portability.export_all(store, after_id=high))
+    feed = _materialized(export.export_all(store, after_id=high))
     assert [r["id"] for r in feed] == ["a", "c"]  # b has nothing above the id
     assert {r["messages_after_id"] for r in feed} == {high}
     assert [[m["id"] for m in r["messages"]] for r in feed] == [[8, 9], [10, 11]]
@@ -236,14 +236,14 @@ def test_a_change_feed_appends_only_new_messages_once(
 def test_a_change_feed_read_in_small_windows_has_exactly_the_newer_messages(
     store: Store, monkeypatch: pytest.MonkeyPatch, chunk: int
 ) -> None:
-    monkeypatch.setattr(portability, "MESSAGE_CHUNK", chunk)
+    monkeypatch.setattr(export, "MESSAGE_CHUNK", chunk)
     records = [_record(f"s{i}", 1000.0 + i, n=4) for i in range(5)]
     assert portability.import_sessions(store, records).ok  # s0: 1-4, s1: 5-8, ...
     for i in (1, 3):
         messages.append_messages(
             store, f"s{i}", [{"role": "user", "content": f"s{i} new {k}"} for k in range(4)]
         )
-    feed = _materialized(portability.export_all(store, after_id=10))
+    feed = _materialized(export.export_all(store, after_id=10))
     assert [r["id"] for r in feed] == ["s1", "s2", "s3", "s4"]  # s0 has nothing above 10
     got = {r["id"]: [m["id"] for m in r["messages"]] for r in feed}
     want = {
@@ -345,7 +345,7 @@ def test_a_forged_prompt_hash_is_recomputed_and_equal_prompts_share_one_row(othe
     stored = other.conn.execute("SELECT hash, prompt FROM system_prompts").fetchall()
     assert [tuple(r) for r in stored] == [(prompt_hash(prompt), prompt)]
     assert other.conn.execute("PRAGMA foreign_key_check").fetchall() == []
-    assert portability.session_record(other, "p1")["system_prompt"] == prompt
+    assert export.session_record(other, "p1")["system_prompt"] == prompt
 
 
 def test_a_prompt_hash_without_its_text_is_dropped_not_left_dangling(other: Store) -> None:
@@ -365,7 +365,7 @@ def test_a_prompt_hash_whose_text_the_store_has_is_linked(other: Store) -> None:
     )
     assert (result.imported, result.warnings) == (1, [])
     assert _session_column(other, "p2", "system_prompt_hash") == prompt_hash(prompt)
-    assert portability.session_record(other, "p2")["system_prompt"] == prompt
+    assert export.session_record(other, "p2")["system_prompt"] == prompt
 
 
 def test_a_tool_pin_is_stored_by_content_and_exported_as_text(
@@ -378,10 +378,10 @@ def test_a_tool_pin_is_stored_by_content_and_exported_as_text(
         "SELECT prompt FROM system_prompts WHERE hash = ?", (prompt_hash(pin),)
     )
     assert found.fetchone()[0] == pin
-    assert portability.session_record(store, "t1")["tool_names"] == pin
+    assert export.session_record(store, "t1")["tool_names"] == pin
     assert portability.import_sessions(other, _dump(store, tmp_path / "t.jsonl")).ok
     assert _session_column(other, "t1", "tool_names") == prompt_hash(pin)
-    assert portability.session_record(other, "t1")["tool_names"] == pin
+    assert export.session_record(other, "t1")["tool_names"] == pin
 
 
 # --- NOT NULL defaults ----------------------------------------------------------------------
@@ -430,7 +430,7 @@ def test_usage_rows_arrive_whole_and_replace_does_not_duplicate_them(
     assert rows[0]["task"] == "" and rows[1]["billing_provider"] == ""  # the columns' defaults
 
     dump = _dump(store, tmp_path / "u.jsonl")
-    assert len(portability.session_record(store, "u1")["model_usage"]) == 2
+    assert len(export.session_record(store, "u1")["model_usage"]) == 2
     into = portability.import_sessions(other, dump)
     assert (into.imported, into.usage_rows) == (1, 2)
     assert _usage(other, "u1") == rows

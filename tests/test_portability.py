@@ -1,5 +1,5 @@
-"""Export and import (hermes_state.transfer.portability): streaming writers and an exact round
-trip."""
+"""Export and import (hermes_state.transfer.export, .portability): streaming writers and an
+exact round trip."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from clitools import SAMPLE, load_sample, sample_records
 
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import Store, open_store
-from hermes_state.transfer import portability
+from hermes_state.transfer import export, portability
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def _jsonl(path: Path, records: list[Any]) -> Path:
 def _snapshot(store: Store) -> list[dict[str, Any]]:
     """Every session with all its messages, minus message row ids (assigned by the store)."""
     out = []
-    for record in portability.export_all(store):
+    for record in export.export_all(store):
         msgs = [{k: v for k, v in m.items() if k != "id"} for m in record["messages"]]
         out.append({**record, "messages": msgs})
     return out
@@ -71,7 +71,7 @@ def _snapshot(store: Store) -> list[dict[str, Any]]:
 
 def test_export_session_includes_inactive_and_compacted_rows_with_flags(store: Store) -> None:
     load_sample(store.path)
-    record = portability.export_session(store, "20261122_101500_e11b20")
+    record = export.export_session(store, "20261122_101500_e11b20")
     flags = [(m["active"], m["compacted"]) for m in record["messages"]]
     assert flags == [(0, 1)] * 4 + [(1, 0)] * 2
     assert "session_id" not in record["messages"][0]
@@ -79,27 +79,27 @@ def test_export_session_includes_inactive_and_compacted_rows_with_flags(store: S
 
 def test_export_all_yields_sessions_oldest_first(store: Store) -> None:
     load_sample(store.path)
-    ids = [r["id"] for r in portability.export_all(store)]
+    ids = [r["id"] for r in export.export_all(store)]
     assert ids == [r["id"] for r in sample_records()]
 
 
 def test_export_all_filters_by_source_and_start_time(store: Store) -> None:
     load_sample(store.path)
-    cron = [r["id"] for r in portability.export_all(store, source="cron")]
+    cron = [r["id"] for r in export.export_all(store, source="cron")]
     assert cron == ["20261121_060000_d90a11", "20261129_030000_2c3d4e"]
     cutoff = sessions.get_session(store, "20261126_140501_0a7c55")["started_at"]
-    newer = [r["id"] for r in portability.export_all(store, started_after=cutoff)]
-    older = [r["id"] for r in portability.export_all(store, started_before=cutoff)]
+    newer = [r["id"] for r in export.export_all(store, started_after=cutoff)]
+    older = [r["id"] for r in export.export_all(store, started_before=cutoff)]
     assert newer[0] == "20261126_140501_0a7c55" and len(newer) + len(older) == 12
 
 
 def test_export_all_takes_several_sources_and_excluded_sources(store: Store) -> None:
     load_sample(store.path)
-    both = {r["source"] for r in portability.export_all(store, sources=["cron", "discord"])}
+    both = {r["source"] for r in export.export_all(store, sources=["cron", "discord"])}
     assert both == {"cron", "discord"}
-    rest = [r["source"] for r in portability.export_all(store, exclude_sources=["cli", "cron"])]
+    rest = [r["source"] for r in export.export_all(store, exclude_sources=["cli", "cron"])]
     assert set(rest) == {"telegram", "discord"} and len(rest) == 5
-    chosen = portability.export_all(
+    chosen = export.export_all(
         store,
         session_ids=["20261121_060000_d90a11", "20261118_091502_a1c9e2"],
         exclude_sources=["cron"],
@@ -110,12 +110,12 @@ def test_export_all_takes_several_sources_and_excluded_sources(store: Store) -> 
 def test_export_all_by_session_ids_keeps_the_given_order(store: Store) -> None:
     load_sample(store.path)
     wanted = ["20261130_091233_3d4e5f", "20261118_091502_a1c9e2"]
-    assert [r["id"] for r in portability.export_all(store, session_ids=wanted)] == wanted
+    assert [r["id"] for r in export.export_all(store, session_ids=wanted)] == wanted
 
 
 def test_export_all_messages_are_lazy(store: Store) -> None:
     load_sample(store.path)
-    record = next(portability.export_all(store))
+    record = next(export.export_all(store))
     assert not isinstance(record["messages"], list)
 
 
@@ -127,7 +127,7 @@ def test_exporting_a_large_session_keeps_memory_flat(
     messages.append_messages(
         store, "big", [{"role": "user", "content": f"{i} {body}"} for i in range(10_000)]
     )
-    monkeypatch.setattr(portability, "MESSAGE_CHUNK", 200)
+    monkeypatch.setattr(export, "MESSAGE_CHUNK", 200)
 
     class Sink(io.TextIOBase):
         """Counts what is written and keeps none of it."""
@@ -141,7 +141,7 @@ def test_exporting_a_large_session_keeps_memory_flat(
     sink = Sink()
     tracemalloc.start()
     try:
-        counts = portability.write_jsonl(portability.export_all(store), sink)
+        counts = export.write_jsonl(export.export_all(store), sink)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -153,7 +153,7 @@ def test_exporting_a_large_session_keeps_memory_flat(
 def test_write_json_is_one_valid_array(store: Store) -> None:
     load_sample(store.path)
     out = io.StringIO()
-    counts = portability.write_json(portability.export_all(store), out)
+    counts = export.write_json(export.export_all(store), out)
     data = json.loads(out.getvalue())
     assert counts.sessions == len(data) == 12
     assert sum(len(r["messages"]) for r in data) == counts.messages == 53
@@ -161,16 +161,14 @@ def test_write_json_is_one_valid_array(store: Store) -> None:
 
 def test_write_json_of_nothing_is_an_empty_array() -> None:
     out = io.StringIO()
-    portability.write_json(iter(()), out)
+    export.write_json(iter(()), out)
     assert json.loads(out.getvalue()) == []
 
 
 def test_write_markdown_shows_titles_roles_and_tool_calls(store: Store) -> None:
     load_sample(store.path)
     out = io.StringIO()
-    portability.write_markdown(
-        portability.export_all(store, session_ids=["20261119_073011_b7d401"]), out
-    )
+    export.write_markdown(export.export_all(store, session_ids=["20261119_073011_b7d401"]), out)
     text = out.getvalue()
     assert "## 東京の会議の予定" in text
     assert "### User — 2026-11-19T07:30:31Z" in text
@@ -180,14 +178,14 @@ def test_write_markdown_shows_titles_roles_and_tool_calls(store: Store) -> None:
 def test_export_to_path_refuses_an_existing_file(tmp_path: Path) -> None:
     target = tmp_path / "out.jsonl"
     target.write_text("keep me", encoding="utf-8")
-    with pytest.raises(portability.ExportTargetError, match="Refusing to overwrite"):
-        portability.export_to_path(iter(()), target)
+    with pytest.raises(export.ExportTargetError, match="Refusing to overwrite"):
+        export.export_to_path(iter(()), target)
     assert target.read_text(encoding="utf-8") == "keep me"
 
 
 def test_export_to_path_refuses_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(portability.ExportTargetError, match="is a directory"):
-        portability.export_to_path(iter(()), tmp_path)
+    with pytest.raises(export.ExportTargetError, match="is a directory"):
+        export.export_to_path(iter(()), tmp_path)
 
 
 def test_export_to_path_leaves_no_temp_file_when_the_writer_fails(tmp_path: Path) -> None:
@@ -198,14 +196,14 @@ def test_export_to_path_leaves_no_temp_file_when_the_writer_fails(tmp_path: Path
     out_dir = tmp_path / "exports"
     out_dir.mkdir()
     with pytest.raises(RuntimeError):
-        portability.export_to_path(iter(()), out_dir / "out.jsonl", broken)
+        export.export_to_path(iter(()), out_dir / "out.jsonl", broken)
     assert list(out_dir.iterdir()) == []
 
 
 def test_export_to_path_writes_a_private_file(tmp_path: Path, store: Store) -> None:
     load_sample(store.path)
     target = tmp_path / "out.jsonl"
-    portability.export_to_path(portability.export_all(store), target)
+    export.export_to_path(export.export_all(store), target)
     assert os.stat(target).st_mode & 0o777 == 0o600
     assert len(target.read_text(encoding="utf-8").splitlines()) == 12
 
@@ -218,7 +216,7 @@ def test_round_trip_restores_ids_timestamps_uids_flags_and_counters(
 ) -> None:
     load_sample(store.path)
     dump = tmp_path / "dump.jsonl"
-    portability.export_to_path(portability.export_all(store), dump)
+    export.export_to_path(export.export_all(store), dump)
     result = portability.import_sessions(other, dump)
     assert (result.imported, result.errors) == (12, [])
     assert _snapshot(other) == _snapshot(store)
@@ -227,12 +225,12 @@ def test_round_trip_restores_ids_timestamps_uids_flags_and_counters(
 def test_round_trip_through_a_json_array_file(store: Store, other: Store, tmp_path: Path) -> None:
     load_sample(store.path)
     dump = tmp_path / "dump.json"
-    portability.export_to_path(portability.export_all(store), dump, portability.write_json)
+    export.export_to_path(export.export_all(store), dump, export.write_json)
     assert portability.import_sessions(other, dump).imported == 12
     assert _snapshot(other) == _snapshot(store)
 
 
-@pytest.mark.parametrize("writer", [portability.write_jsonl, portability.write_json])
+@pytest.mark.parametrize("writer", [export.write_jsonl, export.write_json])
 def test_round_trip_through_a_pipe_keeps_summary_rows_and_ignores_nothing(
     store: Store, other: Store, writer: Any
 ) -> None:
@@ -246,7 +244,7 @@ def test_round_trip_through_a_pipe_keeps_summary_rows_and_ignores_nothing(
 
     def produce() -> None:
         with os.fdopen(write_fd, "w", encoding="utf-8") as fp:
-            writer(portability.export_all(store), fp)
+            writer(export.export_all(store), fp)
 
     # A pipe cannot seek: the import peeks at its start and reads on (as from stdin).
     thread = threading.Thread(target=produce)

@@ -312,7 +312,7 @@ def _drop_from_member(archive: Path, member: str, sid: str, tmp_path: Path) -> P
 def test_restore_refuses_an_archive_whose_stores_lost_a_session(
     vaulted: Path, tmp_path: Path
 ) -> None:
-    from hermes_state.backups.backup import verify_backup
+    from hermes_state.backups.archive_check import verify_backup
 
     archive = Path(str(_backup()["archive"]))
     lost = _drop_from_member(archive, MEMBER, "b", tmp_path)

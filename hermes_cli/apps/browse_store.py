@@ -373,18 +373,18 @@ class Browser:
         """Export one session to a new file (.md: Markdown, else JSON Lines); (path, messages).
         A vaulted session is read from the vault, its records marked with the year, as
         `hermes sessions export` writes them."""
-        from hermes_state.transfer import portability
+        from hermes_state.transfer import export as export_lib
         from hermes_state.vault import vault_export
 
         path = Path(target).expanduser()
-        writer = portability.write_markdown if path.suffix == ".md" else portability.write_jsonl
+        writer = export_lib.write_markdown if path.suffix == ".md" else export_lib.write_jsonl
         with _reading(self.path), self._own_store() as store:
-            checked = portability.check_export_target(path)
+            checked = export_lib.check_export_target(path)
             if vault:
                 records = vault_export.export_spanning(store, iter(()), session_ids=[session_id])
             else:
-                records = portability.export_all(store, session_ids=[session_id])
-            counts = portability.export_to_path(records, checked, writer)
+                records = export_lib.export_all(store, session_ids=[session_id])
+            counts = export_lib.export_to_path(records, checked, writer)
         return checked, counts.messages
 
 

@@ -162,7 +162,7 @@ def list_backups(
     Shows each archive's date, size, and the sessions and messages its stores held, as its
     manifest recorded them (the archive is not unpacked).
     """
-    from hermes_state.backups import backup as lib
+    from hermes_state.backups import archives as lib
     from hermes_state.store.home import get_hermes_home
 
     where = (folder or get_hermes_home() / "backups").expanduser().absolute()

@@ -184,7 +184,7 @@ def delete(
     Refuses while the profile holds backups (archives in its backups/ folder, copies kept by
     a restore), unless --delete-backups: move them out first to keep them.
     """
-    from hermes_state.backups.backup import backups_in
+    from hermes_state.backups.archives import backups_in
     from hermes_state.store import home
     from hermes_state.store.errors import HermesStateError, ProfileNotFoundError
 

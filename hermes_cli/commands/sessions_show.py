@@ -282,18 +282,18 @@ def export(
     from hermes_state.records import sessions as lib
     from hermes_state.reports import redact as redaction
     from hermes_state.store.errors import StoreNotFoundError
-    from hermes_state.transfer import portability
+    from hermes_state.transfer import export as export_lib
     from hermes_state.vault import vault_export
 
     before = cutoff(until)
     after = cutoff(since)
     writer = {
-        ExportFormat.jsonl: portability.write_jsonl,
-        ExportFormat.json: portability.write_json,
-        ExportFormat.md: portability.write_markdown,
+        ExportFormat.jsonl: export_lib.write_jsonl,
+        ExportFormat.json: export_lib.write_json,
+        ExportFormat.md: export_lib.write_markdown,
     }[fmt]
     to_stdout = output_path == "-"
-    target = None if to_stdout else portability.check_export_target(Path(output_path))
+    target = None if to_stdout else export_lib.check_export_target(Path(output_path))
     stdout = output.terminal_safe(sys.stdout, markdown=fmt is ExportFormat.md)
     mark: int | None = None
     try:
@@ -310,9 +310,9 @@ def export(
             }
             if after_id is not None:
                 # Taken first: the feed is exactly the ids in (N, mark] (see feed_mark).
-                mark = portability.feed_mark(store)
+                mark = export_lib.feed_mark(store)
                 span["upto_id"] = mark
-            records_iter = portability.export_all(store, session_ids=ids, **span)
+            records_iter = export_lib.export_all(store, session_ids=ids, **span)
             # Vaulted sessions are exported too, each record marked with its vault year.
             records_iter = vault_export.export_spanning(
                 store, records_iter, session_ids=vaulted, **span
@@ -337,7 +337,7 @@ def export(
                     )
                 )
                 with render.progress("Exporting sessions", total=total) as bar:
-                    counts = portability.export_to_path(
+                    counts = export_lib.export_to_path(
                         records_iter, target, writer, progress=bar.advance
                     )
     except StoreNotFoundError:
@@ -345,7 +345,7 @@ def export(
         if target is None:
             writer(iter(()), stdout)
         else:
-            portability.export_to_path(iter(()), target, writer)
+            export_lib.export_to_path(iter(()), target, writer)
         render.echo("No store yet: nothing to export.", err=True)
         return
     where = "stdout" if to_stdout else str(target)

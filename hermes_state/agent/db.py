@@ -58,7 +58,7 @@ from hermes_state.store.errors import (
     StoreCorruptError,
 )
 from hermes_state.store.home import default_db_path
-from hermes_state.transfer import import_batch, portability
+from hermes_state.transfer import export as export_lib, import_batch
 from hermes_state.upkeep import deletion, prune, reclaim
 from hermes_state.vault import vault_import
 
@@ -1528,8 +1528,8 @@ class SessionDB:
         """
         if ses.get_session(self.store, session_id) is None:
             return None
-        record = portability.export_session(self.store, session_id)
-        record["messages"] = portability.live_messages(
+        record = export_lib.export_session(self.store, session_id)
+        record["messages"] = export_lib.live_messages(
             record["messages"],
             include_compacted=include_compacted,
             include_inactive=include_inactive,
@@ -1546,13 +1546,13 @@ class SessionDB:
         return [
             {
                 **record,
-                "messages": portability.live_messages(
+                "messages": export_lib.live_messages(
                     record["messages"],
                     include_compacted=include_compacted,
                     include_inactive=include_inactive,
                 ),
             }
-            for record in portability.export_all(self.store, source=source)
+            for record in export_lib.export_all(self.store, source=source)
         ]
 
     def export_session_lineage(
@@ -1583,7 +1583,7 @@ class SessionDB:
 
     def iter_export_all(self, source: str | None = None) -> Iterator[dict[str, Any]]:
         """Yield export records one at a time, messages lazily (memory stays flat)."""
-        return portability.export_all(self.store, source=source)
+        return export_lib.export_all(self.store, source=source)
 
     def import_sessions(
         self, sessions: list[dict[str, Any]], *, on_conflict: str = "skip"

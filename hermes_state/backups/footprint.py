@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_state.backups.backup import backups_in
+from hermes_state.backups.archives import backups_in
 from hermes_state.store.home import STORE_FILE
 from hermes_state.store.sql import companion
 from hermes_state.vault.vault import vault_dir

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hermes_state.store.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
-from hermes_state.transfer import portability
+from hermes_state.transfer import import_records, import_write
 from hermes_state.transfer.import_ids import NO_OTHER_STORES, IdPlan, OtherStores
 from hermes_state.transfer.import_target import Fitting, Target
 
@@ -130,7 +130,7 @@ def _check_messages(messages: list[Any]) -> list[dict[str, Any]]:
         clean = dict(message)
         if clean.get("message_id") and not clean.get("platform_message_id"):
             clean["platform_message_id"] = clean["message_id"]
-        out.append({k: v for k, v in clean.items() if k in portability.MESSAGE_KEYS})
+        out.append({k: v for k, v in clean.items() if k in import_records.MESSAGE_KEYS})
     return out
 
 
@@ -224,8 +224,8 @@ def import_list(
         raise ValueError("sessions must be a list")
     if len(sessions) > MAX_SESSIONS:
         raise ValueError(f"sessions must contain at most {MAX_SESSIONS} entries")
-    if on_conflict not in portability.ON_CONFLICT:
-        raise ValueError(f"on_conflict must be one of {portability.ON_CONFLICT}")
+    if on_conflict not in import_write.ON_CONFLICT:
+        raise ValueError(f"on_conflict must be one of {import_write.ON_CONFLICT}")
     checked: list[_Checked] = []
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -263,7 +263,7 @@ def import_list(
         plan = IdPlan(others)
         for item in checked:
             try:
-                outcome = portability.write_session(
+                outcome = import_write.write_session(
                     conn,
                     store,
                     item.session,
@@ -274,9 +274,9 @@ def import_list(
                     plan=plan,
                     elsewhere=away.get(item.session["id"]),
                 )
-            except portability.REFUSALS as exc:
+            except import_write.REFUSALS as exc:
                 raise _Refused(item.index, item.session["id"], str(exc)) from exc
-            if outcome == "skipped" or outcome.startswith(portability.ELSEWHERE):
+            if outcome == "skipped" or outcome.startswith(import_write.ELSEWHERE):
                 out["skipped_ids"].append(item.session["id"])
                 continue
             out["imported_ids"].append(item.session["id"])

@@ -176,6 +176,9 @@ class Target:
 
     def count_dropped_fields(self, msgs: Sequence[Mapping[str, Any]], fitting: Fitting) -> None:
         """Count message values this layout has no column for (they are not written)."""
+        # Usually every key has a column: one set operation per session tells so.
+        if not set().union(*msgs).difference(self.message_columns):
+            return
         for msg in msgs:
             for key, value in msg.items():
                 if key not in self.message_columns and _holds_something(value):

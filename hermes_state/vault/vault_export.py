@@ -17,7 +17,7 @@ def _joined_record(record: dict[str, Any], parts: Sequence[dict[str, Any]]) -> d
     message in id order, counters added up, the earliest start."""
     import heapq
 
-    from hermes_state.transfer.portability import USAGE_KEY
+    from hermes_state.transfer.export import USAGE_KEY
 
     out = dict(record)
     older = [list(p.get("messages") or ()) for p in parts]
@@ -66,7 +66,7 @@ def export_spanning(
     """
     import heapq
 
-    from hermes_state.transfer.portability import export_all
+    from hermes_state.transfer.export import export_all
     from hermes_state.vault import profile_stores
 
     home = live.path.parent
