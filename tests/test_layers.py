@@ -104,6 +104,18 @@ LAYERS: list[set[str]] = [
     {"vault_search", "restore", "vault_import", "footprint"},
     {"replica"},
     {"replica_status"},
+    {"handle", "deletion", "exports"},
+    {
+        "session_methods",
+        "gateway_methods",
+        "compression_methods",
+        "ledger_methods",
+        "listing_methods",
+        "usage_methods",
+        "message_methods",
+        "upkeep_methods",
+        "transfer_methods",
+    },
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 
