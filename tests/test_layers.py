@@ -34,7 +34,7 @@ PACKAGES = [
 
 # Bottom first. A module may import modules of earlier layers only.
 LAYERS: list[set[str]] = [
-    {"sql", "releases"},
+    {"sql", "releases", "triggers"},
     {
         "errors",
         "guard",
@@ -61,14 +61,16 @@ LAYERS: list[set[str]] = [
         "prune_filters",
         "sessions_json",
         "page_header",
+        "store_file",
     },
-    {"cjk", "recover_report", "bulkload"},
+    {"cjk", "recover_report", "bulkload", "patience"},
     {"layout", "query", "store_objects", "recover_expect"},
     {"migrations"},
     {"connection"},
     {"snapshot", "diagnosis", "usage_report", "vault_stores"},
     {
         "sessions",
+        "session_list",
         "recover_source",
         "repair",
         "compression_state",
@@ -96,6 +98,7 @@ LAYERS: list[set[str]] = [
         "recover_whole",
         "conversation",
         "rewind",
+        "message_windows",
     },
     {"listing", "maintenance", "ownership", "stats", "recover", "import_batch", "title_search"},
     {"profile_stores"},

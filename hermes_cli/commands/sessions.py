@@ -121,11 +121,11 @@ def _list_one(
     limit: int,
     offset: int,
 ) -> tuple[list[dict[str, Any]], int]:
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
-    rows = lib.list_sessions(store, limit=limit, offset=offset, **filters)
-    total = lib.count_sessions(store, **counted)
-    counts = lib.message_counts(store, [r["id"] for r in rows])
+    rows = session_list.list_sessions(store, limit=limit, offset=offset, **filters)
+    total = session_list.count_sessions(store, **counted)
+    counts = session_list.message_counts(store, [r["id"] for r in rows])
     for r in rows:
         r["profile"] = name
         # Counted from the rows (the agent's counter can lag behind foreign writers).
@@ -546,7 +546,7 @@ def search(
     """
     from hermes_cli.rendering import pager
     from hermes_cli.shared import machines, stores
-    from hermes_state.records import sessions as known
+    from hermes_state.records import session_list
     from hermes_state.search import search as lib, title_search
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.vault import vault_search
@@ -586,7 +586,7 @@ def search(
                         # A source only vaulted sessions have is a fine filter for the whole
                         # search.
                         if live_only or not set(source or ()) <= (
-                            set(known.distinct_sources(store))
+                            set(session_list.distinct_sources(store))
                             | vault_search.vault_sources(store, home)
                         ):
                             raise
@@ -797,11 +797,11 @@ def _check_sources(store: Any, sources: list[str] | None) -> None:
     """Refuse a --source no session of this store has, naming the sources it does have."""
     import difflib
 
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
     if not sources:
         return
-    known = lib.distinct_sources(store)
+    known = session_list.distinct_sources(store)
     unknown = [s for s in sources if s not in known]
     if not unknown:
         return
@@ -818,11 +818,11 @@ def _check_models(store: Any, models: list[str] | None) -> None:
     """Refuse a --model no session of this store has, naming the closest it does have."""
     import difflib
 
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
     if not models:
         return
-    known = lib.distinct_models(store)
+    known = session_list.distinct_models(store)
     unknown = [m for m in models if m not in known]
     if not unknown:
         return
@@ -1090,7 +1090,7 @@ def show(
     from hermes_cli.commands import vault
     from hermes_cli.rendering import pager
     from hermes_cli.shared import machines, stores
-    from hermes_state.records import messages, sessions as lib
+    from hermes_state.records import messages, session_list, sessions as lib
     from hermes_state.reports import redact as redaction
 
     settings = _setup(fmt, as_json, color, pager=not no_pager)
@@ -1115,7 +1115,7 @@ def show(
                 + f"; see it with: hermes sessions show {later}",
                 err=True,
             )
-        each = [lib.message_counts(part, [sid])[sid] for part, _year in parts]
+        each = [session_list.message_counts(part, [sid])[sid] for part, _year in parts]
         counts = each[-1]._replace(
             live=sum(c.live for c in each), stored=sum(c.stored for c in each)
         )
@@ -1163,7 +1163,7 @@ def show(
             if year is not None:
                 render.echo(f"[vault {year}] this session is in vault/{year}.db (read-only)")
             for part, part_year in parts[:-1]:
-                n = lib.message_counts(part, [sid])[sid].stored
+                n = session_list.message_counts(part, [sid])[sid].stored
                 render.echo(
                     f"[vault {part_year}] resumed: its first {n} message(s) are in"
                     f" vault/{part_year}.db (read-only), shown before the live ones; the agent"
@@ -1280,7 +1280,7 @@ def export(
     prompts; `sessions import` puts them into any profile, of any Hermes Agent release.
     """
     from hermes_cli.shared import stores
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
     from hermes_state.reports import redact as redaction
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.transfer import portability
@@ -1326,7 +1326,7 @@ def export(
                     if ids is not None
                     else None
                     if after_id is not None
-                    else lib.count_sessions(
+                    else session_list.count_sessions(
                         store,
                         sources=source or None,
                         exclude_sources=exclude_source or None,
@@ -1502,13 +1502,13 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     """Delete one session and all its messages."""
     from hermes_cli.commands import vault
     from hermes_cli.shared import stores
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list, sessions as lib
     from hermes_state.upkeep import maintenance
 
     with stores.write_store() as store:
         sid = vault.editable_session(store, session, whole=True)
         row = lib.require_session(store, sid)
-        counts = lib.message_counts(store, [sid])[sid]
+        counts = session_list.message_counts(store, [sid])[sid]
         label = f"'{sid}'" + (f" ({row['title']})" if row.get("title") else "")
         pinned = " (it is PINNED)" if row.get("pinned") else ""
         render.confirm(

@@ -41,11 +41,12 @@ from hermes_state.reports import usage
 from hermes_state.search import query
 from hermes_state.shapes import content
 from hermes_state.store import cjk, fts, schema
-from hermes_state.store.connection import WRITE_PATIENCE_S, Store, open_store
+from hermes_state.store.connection import Store, open_store
 from hermes_state.store.errors import (
     StoreCorruptError,
 )
 from hermes_state.store.home import default_db_path
+from hermes_state.store.patience import WRITE_PATIENCE_S
 from hermes_state.transfer import import_batch
 
 T = TypeVar("T")

@@ -8,7 +8,7 @@ from typing import Any, cast
 from hermes_state.agent.handle import StoreHandle
 from hermes_state.records import (
     listing,
-    sessions as ses,
+    session_list,
 )
 from hermes_state.shapes.rows import (
     ListOrder,
@@ -37,7 +37,7 @@ class ListingMethods(StoreHandle):
         active_since: float | None = None,
     ) -> list[SessionRow]:
         """Return one page of sessions with preview and last_active (started in [after, before))."""
-        rows = ses.list_sessions(
+        rows = session_list.list_sessions(
             self.store,
             sources=sources,
             exclude_sources=exclude_sources,

@@ -11,6 +11,7 @@ from hermes_state.agent import (
 from hermes_state.agent.handle import StoreHandle
 from hermes_state.records import (
     conversation,
+    message_windows,
     messages as msg,
 )
 from hermes_state.search import search
@@ -201,7 +202,7 @@ class MessageMethods(StoreHandle):
         self, session_id: str, around_message_id: int, window: int = 5
     ) -> dict[str, Any]:
         """Return the rows around one message, with how many lie on each side."""
-        return msg.messages_around(self.store, session_id, around_message_id, window)
+        return message_windows.messages_around(self.store, session_id, around_message_id, window)
 
     def get_anchored_view(
         self,
@@ -212,21 +213,23 @@ class MessageMethods(StoreHandle):
         keep_roles: tuple[str, ...] | None = ("user", "assistant"),
     ) -> dict[str, Any]:
         """Return the rows around a message and the session's opening and closing messages."""
-        return msg.anchored_view(
+        return message_windows.anchored_view(
             self.store, session_id, around_message_id, window, bookend, keep_roles
         )
 
     def has_archived_messages(self, session_id: str) -> bool:
         """Tell whether a session has rows outside its live generation."""
-        return msg.has_archived_messages(self.store, session_id)
+        return message_windows.has_archived_messages(self.store, session_id)
 
     def has_platform_message_id(self, session_id: str, platform_message_id: str) -> bool:
         """Tell whether a session already stored this platform message."""
-        return msg.has_platform_message_id(self.store, session_id, platform_message_id)
+        return message_windows.has_platform_message_id(self.store, session_id, platform_message_id)
 
     def set_latest_user_api_content(self, session_id: str, content: Any, api_content: str) -> int:
         """Attach the provider-bound text to the newest live user row if it is that message."""
-        return msg.set_latest_user_api_content(self.store, session_id, content, api_content)
+        return message_windows.set_latest_user_api_content(
+            self.store, session_id, content, api_content
+        )
 
     def rewind_to_message(
         self,
@@ -303,4 +306,4 @@ class MessageMethods(StoreHandle):
         self, session_id: str, around_id: int | None = None, **options: Any
     ) -> list[dict[str, Any]]:
         """Return the transcript messages around one message (or a session's first ones)."""
-        return msg.message_window(self.store, session_id, around_id, **options)
+        return message_windows.message_window(self.store, session_id, around_id, **options)

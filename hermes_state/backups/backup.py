@@ -30,19 +30,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from hermes_state.store import layout, releases, schema, store_objects
-from hermes_state.store.connection import (
-    NO_WAITING,
-    Waiting,
-    access_error,
-    read_only_uri,
-    resolve_store_path,
-    roll_back_own_journal,
-)
+from hermes_state.store.connection import read_only_uri, roll_back_own_journal
 from hermes_state.store.diagnosis import integrity_lines
 from hermes_state.store.errors import HermesStateError, OutputDirectoryError, StoreLockedError
 from hermes_state.store.home import STORE_FILE, make_output_dir, profile_name_of
+from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.store.snapshot import sqlite_snapshot
 from hermes_state.store.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, quote
+from hermes_state.store.store_file import access_error, resolve_store_path
 from hermes_state.store.workdirs import make_work_dir, remove_stale_work_dirs
 
 MANIFEST = "manifest.json"

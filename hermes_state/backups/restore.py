@@ -57,14 +57,7 @@ from hermes_state.backups.backup import (
     stage_members,
 )
 from hermes_state.store import guard
-from hermes_state.store.connection import (
-    is_open_in_process,
-    read_only_uri,
-    refuse_write_protected,
-    resolve_store_path,
-    roll_back_own_journal,
-    secure_store_files,
-)
+from hermes_state.store.connection import is_open_in_process, read_only_uri, roll_back_own_journal
 from hermes_state.store.errors import (
     HermesStateError,
     StoreBusyError,
@@ -75,6 +68,11 @@ from hermes_state.store.errors import (
 from hermes_state.store.home import STORE_FILE, ensure_private_dir
 from hermes_state.store.snapshot import sqlite_snapshot
 from hermes_state.store.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, companion, store_files
+from hermes_state.store.store_file import (
+    refuse_write_protected,
+    resolve_store_path,
+    secure_store_files,
+)
 from hermes_state.store.workdirs import WorkDir, make_work_dir, remove_stale_work_dirs
 
 READ_TIMEOUT_S = 10.0

@@ -26,13 +26,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar, cast
 
-from hermes_state.records import messages as msglib, sessions as seslib
+from hermes_state.records import messages as msglib, session_list, sessions as seslib
 from hermes_state.records.ledger import busy_message, open_work_in
 from hermes_state.shapes import values
 from hermes_state.shapes.text import bindable, scrub_surrogates
 from hermes_state.store import bulkload
-from hermes_state.store.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.store.connection import Store
 from hermes_state.store.errors import HermesStateError, SessionNotFoundError
+from hermes_state.store.patience import TRANSCRIPT_WRITE_PATIENCE_S
 from hermes_state.store.sql import chunks, escape_like, marks, quote
 from hermes_state.transfer.import_ids import (
     NO_OTHER_STORES,
@@ -226,7 +227,7 @@ def _session_ids(
     upto_id: int | None = None,
 ) -> Iterator[str]:
     """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
-    where, params = seslib.activity_filters(
+    where, params = session_list.activity_filters(
         store.columns("sessions"), "sessions", active_after, active_before
     )
     if after_id is not None:
@@ -270,7 +271,9 @@ def _active_among(
     named = list(dict.fromkeys(ids))
     if after is None and before is None:
         return named
-    where, params = seslib.activity_filters(store.columns("sessions"), "sessions", after, before)
+    where, params = session_list.activity_filters(
+        store.columns("sessions"), "sessions", after, before
+    )
     keep: set[str] = set()
     for batch in chunks(named):
         sql = f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))}) AND " + " AND ".join(

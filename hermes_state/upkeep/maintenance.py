@@ -20,11 +20,12 @@ from hermes_state.records.ledger import (
     open_work_in,
 )
 from hermes_state.records.messages import clear_messages_in
-from hermes_state.records.sessions import activity_sql, require_session_in
+from hermes_state.records.session_list import activity_sql
+from hermes_state.records.sessions import require_session_in
 from hermes_state.shapes.lineage import COMPRESSION_END_REASON, ancestors_in, successor_in
 from hermes_state.shapes.model_config import DELEGATE_MARKER, marker_sql
 from hermes_state.store import diagnosis, fts
-from hermes_state.store.connection import Store, retry_locked, store_schema_refusal, write_protected
+from hermes_state.store.connection import Store, store_schema_refusal
 from hermes_state.store.diagnosis import Diagnosis
 from hermes_state.store.errors import (
     DiskFullError,
@@ -33,7 +34,9 @@ from hermes_state.store.errors import (
     StoreCorruptError,
     is_lock_error,
 )
+from hermes_state.store.patience import retry_locked
 from hermes_state.store.sql import STORE_FILE_SUFFIXES, chunks, marks, quote
+from hermes_state.store.store_file import write_protected
 from hermes_state.upkeep import prune_filters
 
 DAY_S = 86400.0

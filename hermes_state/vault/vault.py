@@ -29,16 +29,11 @@ from hermes_state.recover.recover_source import DERIVED_META_KEYS, shadow_of
 from hermes_state.reports import usage_report
 from hermes_state.shapes.model_config import DELEGATE_MARKER, marker_sql
 from hermes_state.store import bulkload, cjk, fts, guard, meta
-from hermes_state.store.connection import (
-    NO_WAITING,
-    Store,
-    Waiting,
-    create_bare_store,
-    read_only_uri,
-)
+from hermes_state.store.connection import Store, create_bare_store, read_only_uri
 from hermes_state.store.diagnosis import is_litestream_table
 from hermes_state.store.errors import HermesStateError, SessionNotFoundError
 from hermes_state.store.home import ensure_private_dir
+from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.store.sql import chunks, marks, quote
 from hermes_state.upkeep.maintenance import (
     DAY_S,
@@ -951,9 +946,9 @@ def vault_lock_waiting(
     """
     import fcntl
 
-    from hermes_state.store.connection import WAIT_NOTICE_S
     from hermes_state.store.errors import StoreLockedError
     from hermes_state.store.lockowners import write_holders_text
+    from hermes_state.store.patience import WAIT_NOTICE_S
 
     lock = vault_dir(home) / ".lock"
     try:
