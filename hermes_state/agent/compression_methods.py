@@ -5,14 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hermes_state.agent import (
-    compression,
-    compression_state,
-)
+from hermes_state.agent import compression, compression_state
 from hermes_state.agent.handle import StoreHandle
-from hermes_state.records import (
-    ownership,
-)
+from hermes_state.records import ownership
 
 
 class CompressionMethods(StoreHandle):

@@ -20,10 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from hermes_state.agent import (
-    gateway,
-    repair,
-)
+from hermes_state.agent import gateway, repair
 from hermes_state.agent.compression_methods import CompressionMethods
 from hermes_state.agent.gateway_methods import GatewayMethods
 from hermes_state.agent.ledger_methods import LedgerMethods
@@ -33,18 +30,13 @@ from hermes_state.agent.session_methods import SessionMethods
 from hermes_state.agent.transfer_methods import TransferMethods
 from hermes_state.agent.upkeep_methods import UpkeepMethods
 from hermes_state.agent.usage_methods import UsageMethods
-from hermes_state.records import (
-    listing,
-    sessions as ses,
-)
+from hermes_state.records import listing, sessions as ses
 from hermes_state.reports import usage
 from hermes_state.search import query
 from hermes_state.shapes import content
 from hermes_state.store import cjk, fts, schema
 from hermes_state.store.connection import Store, open_store
-from hermes_state.store.errors import (
-    StoreCorruptError,
-)
+from hermes_state.store.errors import StoreCorruptError
 from hermes_state.store.home import default_db_path
 from hermes_state.store.patience import WRITE_PATIENCE_S
 from hermes_state.transfer import import_batch

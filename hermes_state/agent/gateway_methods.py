@@ -4,11 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_state.agent import (
-    gateway,
-    handoff,
-    telegram_topics,
-)
+from hermes_state.agent import gateway, handoff, telegram_topics
 from hermes_state.agent.handle import StoreHandle
 
 

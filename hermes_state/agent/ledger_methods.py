@@ -5,9 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_state.agent.handle import StoreHandle
-from hermes_state.records import (
-    ledger,
-)
+from hermes_state.records import ledger
 
 
 class LedgerMethods(StoreHandle):

@@ -6,14 +6,8 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from hermes_state.agent.handle import StoreHandle
-from hermes_state.records import (
-    listing,
-    session_list,
-)
-from hermes_state.shapes.rows import (
-    ListOrder,
-    SessionRow,
-)
+from hermes_state.records import listing, session_list
+from hermes_state.shapes.rows import ListOrder, SessionRow
 
 
 class ListingMethods(StoreHandle):

@@ -5,20 +5,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, cast
 
-from hermes_state.agent import (
-    rewind,
-)
+from hermes_state.agent import rewind
 from hermes_state.agent.handle import StoreHandle
-from hermes_state.records import (
-    conversation,
-    message_windows,
-    messages as msg,
-)
+from hermes_state.records import conversation, message_windows, messages as msg
 from hermes_state.search import search
-from hermes_state.shapes.rows import (
-    ConversationMessage,
-    MessageRow,
-)
+from hermes_state.shapes.rows import ConversationMessage, MessageRow
 
 
 class MessageMethods(StoreHandle):

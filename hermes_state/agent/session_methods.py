@@ -5,21 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from hermes_state.agent import (
-    workspace,
-)
+from hermes_state.agent import workspace
 from hermes_state.agent.handle import StoreHandle
-from hermes_state.records import (
-    sessions as ses,
-)
+from hermes_state.records import sessions as ses
 from hermes_state.reports import usage
-from hermes_state.shapes.rows import (
-    SessionRow,
-)
-from hermes_state.store.errors import (
-    AmbiguousSessionIdError,
-    SessionNotFoundError,
-)
+from hermes_state.shapes.rows import SessionRow
+from hermes_state.store.errors import AmbiguousSessionIdError, SessionNotFoundError
 
 
 class SessionMethods(StoreHandle):
@@ -139,16 +130,7 @@ class SessionMethods(StoreHandle):
 
     def set_auto_title_if_empty(self, session_id: str, title: str) -> bool:
         """Set a generated title only while the session has none; tell whether it was set."""
-        try:
-            before = ses.get_session_title(self.store, session_id)
-            if before is not None:
-                return False
-            got = ses.set_session_title(
-                self.store, session_id, title, source="auto", only_if_empty=True
-            )
-        except SessionNotFoundError:
-            return False
-        return got is not None and got == ses.sanitize_title(title)
+        return ses.set_auto_title_if_empty(self.store, session_id, title)
 
     def set_session_pinned(self, session_id: str, pinned: bool) -> bool:
         """Pin or unpin a session; return False when no session has that id."""

@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, cast
 
-from hermes_state.agent import (
-    exports,
-)
+from hermes_state.agent import exports
 from hermes_state.agent.handle import StoreHandle
 from hermes_state.shapes import lineage
-from hermes_state.shapes.rows import (
-    ImportSummary,
-)
+from hermes_state.shapes.rows import ImportSummary
 from hermes_state.transfer import import_batch, portability
 from hermes_state.vault import vault_import
 

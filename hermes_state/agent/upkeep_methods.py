@@ -6,10 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from hermes_state.agent import (
-    auto_maintenance,
-    deletion,
-)
+from hermes_state.agent import auto_maintenance, deletion
 from hermes_state.agent.handle import StoreHandle
 from hermes_state.store import fts, meta
 from hermes_state.upkeep import maintenance

@@ -6,13 +6,7 @@ from typing import cast
 
 from hermes_state.agent.handle import StoreHandle
 from hermes_state.reports import stats, usage
-from hermes_state.shapes.rows import (
-    ModelUsage,
-    SessionRow,
-    SourceCount,
-    StoreStats,
-    UsageTotals,
-)
+from hermes_state.shapes.rows import ModelUsage, SessionRow, SourceCount, StoreStats, UsageTotals
 
 
 class UsageMethods(StoreHandle):

@@ -403,6 +403,18 @@ def get_session_title(store: Store, session_id: str) -> str | None:
     return None if row[0] is None else str(row[0])
 
 
+def set_auto_title_if_empty(store: Store, session_id: str, title: str) -> bool:
+    """Set a generated title only while the session has none; tell whether it was set."""
+    try:
+        before = get_session_title(store, session_id)
+        if before is not None:
+            return False
+        got = set_session_title(store, session_id, title, source="auto", only_if_empty=True)
+    except SessionNotFoundError:
+        return False
+    return got is not None and got == sanitize_title(title)
+
+
 def _set_flag(store: Store, session_id: str, column: str, value: bool) -> bool:
     """Set a 0/1 column of one session; return whether a session row was updated."""
     if column not in store.columns("sessions"):
