@@ -487,8 +487,8 @@ def peer_row(row: Row, peer_value: float, ours_value: float | None, *, rate: boo
 
 
 def op_list_library(ctx: Context) -> Row:
-    """sessions.list_sessions (20 rows with preview and last_active) vs the minimal SQL."""
-    sessions = need("hermes_state.records.sessions", "list_sessions", "make_preview")
+    """session_list.list_sessions (20 rows with preview and last_active) vs the minimal SQL."""
+    sessions = need("hermes_state.records.session_list", "list_sessions", "make_preview")
     if ctx.peer is not None:
         ctx.peer_db()  # copied before this process opens the store
     with read_store(ctx.db) as store:

@@ -654,7 +654,7 @@ def _stdin_closed() -> bool:
 
 def reader_main(args: list[str]) -> int:
     """Child: list, search and export in a loop until stdin closes; record every error."""
-    from hermes_state.records import sessions
+    from hermes_state.records import session_list
     from hermes_state.search.search import search_messages
     from hermes_state.store.connection import open_store
     from hermes_state.transfer import export
@@ -682,7 +682,7 @@ def reader_main(args: list[str]) -> int:
             # A fresh read-only open per operation, like one CLI command each.
             with open_store(db, read_only=True) as store:
                 if op == "list":
-                    sessions.list_sessions(store, limit=20)
+                    session_list.list_sessions(store, limit=20)
                 elif op == "search":
                     search_messages(store, token(rng.randrange(writers), rng.randrange(per_writer)))
                     search_messages(store, "message", limit=20)

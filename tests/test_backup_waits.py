@@ -21,9 +21,9 @@ from clitools import child, load_sample
 from support.children import child_env, hermes_argv
 
 from hermes_state.backups import archive_check, archive_format
-from hermes_state.store.connection import Waiting
 from hermes_state.store.errors import StoreLockedError
 from hermes_state.store.home import default_db_path
+from hermes_state.store.patience import Waiting
 from hermes_state.store.snapshot import sqlite_snapshot
 
 # Another process holding the store's EXCLUSIVE lock (a rollback-journal store: no reader gets

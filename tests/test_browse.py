@@ -24,7 +24,7 @@ from hermes_cli.apps.browse_model import Filters, Request
 from hermes_cli.apps.browse_store import Browser
 from hermes_cli.apps.browse_transcript import TranscriptScreen, TranscriptView
 from hermes_cli.apps.browse_widgets import AskScreen, ConfirmScreen, HelpScreen
-from hermes_state.records import messages, sessions
+from hermes_state.records import messages, session_list, sessions
 from hermes_state.search import search
 from hermes_state.store.connection import open_store
 
@@ -992,7 +992,7 @@ def test_hits_of_an_untitled_session_show_its_first_message_as_the_list_does(
     with open_store(store_path) as store:
         sessions.create_session(store, "s-wordy", "cli", started_at=NOW - 2 * DAY)
         messages.append_message(store, "s-wordy", "user", wordy, timestamp=NOW - 2 * DAY)
-        listed = {r["id"]: r for r in sessions.list_sessions(store, limit=10)}
+        listed = {r["id"]: r for r in session_list.list_sessions(store, limit=10)}
 
     async def body() -> None:
         async with browsing(store_path, "kettle", size=(80, 24)) as (_app, pilot, screen):

@@ -11,7 +11,7 @@ from clitools import ANSI_ESCAPE, SAMPLE, load_sample, run, run_json, sample_rec
 from support.damage import table_pages, zero_pages
 from support.stores import populate_store
 
-from hermes_state.records import messages, sessions
+from hermes_state.records import messages, session_list, sessions
 from hermes_state.store.connection import open_store
 from hermes_state.store.home import default_db_path
 from hermes_state.transfer import export
@@ -519,7 +519,7 @@ def test_recover_copies_the_store_into_a_new_file(sample: Path, tmp_path: Path) 
     assert data["accepted"] and data["installed"] is False
     assert data["tables"]["sessions"]["copied"] == 12
     with open_store(target, read_only=True) as store:
-        assert sessions.count_sessions(store) == 12
+        assert session_list.count_sessions(store) == 12
 
 
 def test_recover_prints_counts_verdict_and_what_to_do_next(sample: Path, tmp_path: Path) -> None:

@@ -18,12 +18,7 @@ from support.children import child_env
 
 from hermes_state.agent.db import SessionDB
 from hermes_state.store import journal
-from hermes_state.store.connection import (
-    ACTIVITY_WRITE_PATIENCE_S,
-    open_store,
-    read_only_uri,
-    secure_store_files,
-)
+from hermes_state.store.connection import open_store, read_only_uri
 from hermes_state.store.errors import (
     HermesStateError,
     StoreCorruptError,
@@ -32,7 +27,9 @@ from hermes_state.store.errors import (
     StoreReadOnlyError,
     is_lock_error,
 )
+from hermes_state.store.patience import ACTIVITY_WRITE_PATIENCE_S
 from hermes_state.store.schema import SCHEMA_VERSION, stored_version
+from hermes_state.store.store_file import secure_store_files
 
 SIDECARS = ("-wal", "-shm")
 GARBAGE = b"this is not an SQLite database, just some text that got written here\n" * 20
@@ -371,7 +368,7 @@ def test_writable_connection_pragmas(db_path: Path) -> None:
 def test_an_edit_handle_reads_with_the_commands_patience(
     db_path: Path, wait: float | None, want_ms: int
 ) -> None:
-    from hermes_state.store.connection import Waiting
+    from hermes_state.store.patience import Waiting
 
     open_store(db_path).close()
     with open_store(db_path, role="edit", waiting=Waiting(patience=wait)) as store:

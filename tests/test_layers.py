@@ -36,7 +36,7 @@ PACKAGES = [
 
 # Bottom first. A module may import modules of earlier layers only.
 LAYERS: list[set[str]] = [
-    {"sql", "releases"},
+    {"sql", "releases", "triggers"},
     {
         "errors",
         "guard",
@@ -64,14 +64,16 @@ LAYERS: list[set[str]] = [
         "prune_filters",
         "sessions_json",
         "page_header",
+        "store_file",
     },
-    {"cjk", "recover_report", "bulkload"},
+    {"cjk", "recover_report", "bulkload", "patience"},
     {"layout", "query", "store_objects", "recover_expect"},
     {"migrations", "routes"},
     {"connection", "walk"},
     {"snapshot", "diagnosis", "usage_report", "vault_stores", "hits", "bulk_unindex"},
     {
         "sessions",
+        "session_list",
         "transcript",
         "recover_source",
         "repair",
@@ -100,6 +102,7 @@ LAYERS: list[set[str]] = [
         "recover_whole",
         "conversation",
         "rewind",
+        "message_windows",
     },
     {"import_records"},
     {"import_write"},
@@ -136,6 +139,18 @@ LAYERS: list[set[str]] = [
     {"vault_search", "restore", "vault_import", "footprint"},
     {"replica"},
     {"replica_status"},
+    {"handle", "delete_guards", "exports"},
+    {
+        "session_methods",
+        "gateway_methods",
+        "compression_methods",
+        "ledger_methods",
+        "listing_methods",
+        "usage_methods",
+        "message_methods",
+        "upkeep_methods",
+        "transfer_methods",
+    },
     {"db", "__init__", "pytest_plugin", "async_db"},
 ]
 

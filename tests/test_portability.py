@@ -17,7 +17,7 @@ from clitools import SAMPLE, load_sample, sample_records
 
 from hermes_state.records import messages, sessions
 from hermes_state.store.connection import Store, open_store
-from hermes_state.transfer import export, portability
+from hermes_state.transfer import export, import_records, portability
 
 
 @pytest.fixture
@@ -353,7 +353,7 @@ def test_import_reports_a_title_held_by_another_session(store: Store) -> None:
 def test_import_refuses_a_markdown_export(store: Store, tmp_path: Path) -> None:
     md = tmp_path / "export.md"
     md.write_text("# Hermes sessions export\n", encoding="utf-8")
-    with pytest.raises(portability.ImportFormatError, match="Markdown"):
+    with pytest.raises(import_records.ImportFormatError, match="Markdown"):
         portability.import_sessions(store, md)
 
 

@@ -25,8 +25,9 @@ from reliability_helpers import (
 )
 
 from hermes_state.records import messages, sessions
-from hermes_state.store.connection import ACTIVITY_WRITE_PATIENCE_S, open_store
+from hermes_state.store.connection import open_store
 from hermes_state.store.errors import StoreLockedError
+from hermes_state.store.patience import ACTIVITY_WRITE_PATIENCE_S
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux") or not Path("/proc/locks").exists(),

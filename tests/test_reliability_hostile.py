@@ -33,7 +33,7 @@ from typer.testing import CliRunner
 
 from hermes_cli.main import build_app
 from hermes_state.backups.backup import create_backup
-from hermes_state.records import messages, sessions
+from hermes_state.records import messages, session_list
 from hermes_state.search.search import search_messages
 from hermes_state.store.connection import Store, open_store
 
@@ -411,7 +411,7 @@ def import_file(tmp_path: Path) -> Callable[[list[str]], Path]:
 def stored(hermes_home: Path) -> dict[str, list[str]]:
     """Return each stored session's message contents (read-only)."""
     with open_store(hermes_home / "state.db", read_only=True) as store:
-        ids = [r["id"] for r in sessions.list_sessions(store, limit=1000)]
+        ids = [r["id"] for r in session_list.list_sessions(store, limit=1000)]
         return {sid: [m["content"] for m in messages.get_messages(store, sid)] for sid in ids}
 
 

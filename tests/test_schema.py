@@ -13,7 +13,7 @@ from support import upstream30
 from support.upstream30 import build_upstream30, dump_table, table_names
 
 from hermes_state.agent.db import SessionDB
-from hermes_state.store import migrations, schema
+from hermes_state.store import migrations, schema, triggers
 from hermes_state.store.connection import open_store
 from hermes_state.store.errors import SchemaTooNewError
 
@@ -186,7 +186,7 @@ def test_fresh_store_has_upstreams_message_uid_trigger_and_index(db_path: Path) 
             )
         )
         uid = store.conn.execute("SELECT message_uid FROM messages").fetchone()[0]
-    assert {schema.UID_TRIGGER, "idx_messages_session_uid"} <= names
+    assert {triggers.UID_TRIGGER, "idx_messages_session_uid"} <= names
     assert HEX32.fullmatch(uid)
 
 

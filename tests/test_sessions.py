@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hermes_state.agent.db import SessionDB
-from hermes_state.records import sessions
+from hermes_state.records import session_list, sessions
 from hermes_state.store.errors import (
     AmbiguousSessionIdError,
     HermesStateError,
@@ -360,30 +360,31 @@ def test_list_and_count_sessions_filter_by_start_time(mixed: SessionDB) -> None:
     assert ids(mixed.list_sessions(started_after=2.0)) == ["d", "t"]
     assert ids(mixed.list_sessions(started_before=2.0)) == ["c"]
     assert ids(mixed.list_sessions(started_after=2.0, started_before=3.0)) == ["t"]
-    from hermes_state.records import sessions as lib
 
-    assert lib.count_sessions(mixed.store, started_after=2.0) == 2
-    assert lib.count_sessions(mixed.store, started_before=2.0, sources=["telegram"]) == 0
+    assert session_list.count_sessions(mixed.store, started_after=2.0) == 2
+    assert session_list.count_sessions(mixed.store, started_before=2.0, sources=["telegram"]) == 0
 
 
 def test_recent_session_ids_come_newest_first_with_titles(mixed: SessionDB) -> None:
-    from hermes_state.records import sessions as lib
 
     mixed.set_session_title("t", "Travel")
-    assert lib.recent_session_ids(mixed.store) == [("d", None), ("t", "Travel"), ("c", None)]
-    assert lib.recent_session_ids(mixed.store, "t") == [("t", "Travel")]
-    assert lib.recent_session_ids(mixed.store, limit=1) == [("d", None)]
+    assert session_list.recent_session_ids(mixed.store) == [
+        ("d", None),
+        ("t", "Travel"),
+        ("c", None),
+    ]
+    assert session_list.recent_session_ids(mixed.store, "t") == [("t", "Travel")]
+    assert session_list.recent_session_ids(mixed.store, limit=1) == [("d", None)]
 
 
 def test_titles_with_prefix_and_distinct_sources(mixed: SessionDB) -> None:
-    from hermes_state.records import sessions as lib
 
     mixed.set_session_title("c", "Fix Docker build")
     mixed.set_session_title("d", "Fix search")
     mixed.set_session_title("t", "Groceries")
-    assert lib.titles_with_prefix(mixed.store, "Fix") == ["Fix Docker build", "Fix search"]
-    assert lib.titles_with_prefix(mixed.store, "fix") == []
-    assert lib.distinct_sources(mixed.store) == ["cli", "discord", "telegram"]
+    assert session_list.titles_with_prefix(mixed.store, "Fix") == ["Fix Docker build", "Fix search"]
+    assert session_list.titles_with_prefix(mixed.store, "fix") == []
+    assert session_list.distinct_sources(mixed.store) == ["cli", "discord", "telegram"]
 
 
 # --- usage and statistics --------------------------------------------------------------------
@@ -585,15 +586,14 @@ def test_list_sessions_active_since_keeps_recently_active_sessions(mixed: Sessio
 
 
 def test_get_sessions_by_id_returns_listing_columns_keyed_by_id(mixed: SessionDB) -> None:
-    from hermes_state.records import sessions as lib
 
-    rows = lib.get_sessions_by_id(mixed.store, ["t", "ghost", "c", "t"])
+    rows = session_list.get_sessions_by_id(mixed.store, ["t", "ghost", "c", "t"])
     assert sorted(rows) == ["c", "t"]
     assert rows["t"]["source"] == "telegram" and "pinned" in rows["t"]
 
 
 def sessions_count(db: SessionDB, **filters: object) -> int:
     """count_sessions through the library (the façade has no count)."""
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
-    return lib.count_sessions(db.store, **filters)  # type: ignore[arg-type]
+    return session_list.count_sessions(db.store, **filters)  # type: ignore[arg-type]

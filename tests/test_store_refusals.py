@@ -261,7 +261,7 @@ def test_an_optimize_that_fills_the_disk_leaves_no_hot_journal(leave: int, tmp_p
 def test_closing_a_writable_store_rolls_back_a_journal_left_hot(store: Path) -> None:
     # What a write that failed midway leaves (SQLite's pager in its error state): the store
     # must be as it was before that write, and readable by a read-only open right away.
-    from hermes_state.store.connection import roll_back_hot_journal
+    from hermes_state.store.store_file import roll_back_hot_journal
 
     conn = sqlite3.connect(store)
     conn.execute("PRAGMA journal_mode=DELETE")

@@ -202,18 +202,18 @@ class Browser:
         )
 
     def _sessions(self, request: Request) -> Results:
-        from hermes_state.records import sessions as lib
+        from hermes_state.records import session_list
 
         options = request.filters.list_options()
         if self.vault_home is None:
-            listed = lib.list_sessions(
+            listed = session_list.list_sessions(
                 self.store,
                 limit=browse_model.SESSIONS_PAGE,
                 offset=request.offset,
                 order="active",
                 **options,
             )
-            total = lib.count_sessions(self.store, **options)
+            total = session_list.count_sessions(self.store, **options)
         else:
             from hermes_state.vault import vault_search
 
@@ -274,11 +274,11 @@ class Browser:
 
     def window(self, row: Row) -> list[dict[str, Any]]:
         """Return the messages to preview for a row: around its hit, or the session's first."""
-        from hermes_state.records import messages
+        from hermes_state.records import message_windows
 
         around = row.hit["id"] if row.hit else None
         with _reading(self.path), self._store_of(row.vault) as store:
-            return messages.message_window(
+            return message_windows.message_window(
                 store,
                 row.session_id,
                 around,
@@ -391,18 +391,18 @@ class Browser:
 def _with_previews(store: Store, session_ids: set[str]) -> dict[str, dict[str, Any]]:
     """Return the listing columns of the sessions of some hits, keyed by id, with a preview
     for each untitled one (its row then shows what the session list shows for it)."""
-    from hermes_state.records import listing, sessions as lib
+    from hermes_state.records import listing, session_list
 
-    infos = lib.get_sessions_by_id(store, session_ids)
+    infos = session_list.get_sessions_by_id(store, session_ids)
     untitled = [info for info in infos.values() if not info.get("title")]
     listing.with_previews(store, untitled)
-    cut = lib.PREVIEW_CHARS + len(listing.PREVIEW_ELLIPSIS)
+    cut = session_list.PREVIEW_CHARS + len(listing.PREVIEW_ELLIPSIS)
     for info in untitled:
         # The agent's previews end "..." when cut (exactly then are they this long); the
         # session list's end "…": the same session reads the same in both.
         preview = info.get("preview") or ""
         if len(preview) == cut and preview.endswith(listing.PREVIEW_ELLIPSIS):
-            info["preview"] = preview[: lib.PREVIEW_CHARS] + "…"
+            info["preview"] = preview[: session_list.PREVIEW_CHARS] + "…"
     return infos
 
 

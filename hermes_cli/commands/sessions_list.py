@@ -41,11 +41,11 @@ def _list_one(
     limit: int,
     offset: int,
 ) -> tuple[list[dict[str, Any]], int]:
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
-    rows = lib.list_sessions(store, limit=limit, offset=offset, **filters)
-    total = lib.count_sessions(store, **counted)
-    counts = lib.message_counts(store, [r["id"] for r in rows])
+    rows = session_list.list_sessions(store, limit=limit, offset=offset, **filters)
+    total = session_list.count_sessions(store, **counted)
+    counts = session_list.message_counts(store, [r["id"] for r in rows])
     for r in rows:
         r["profile"] = name
         # Counted from the rows (the agent's counter can lag behind foreign writers).

@@ -94,11 +94,11 @@ def check_sources(store: Any, sources: list[str] | None) -> None:
     """Refuse a --source no session of this store has, naming the sources it does have."""
     import difflib
 
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
     if not sources:
         return
-    known = lib.distinct_sources(store)
+    known = session_list.distinct_sources(store)
     unknown = [s for s in sources if s not in known]
     if not unknown:
         return
@@ -115,11 +115,11 @@ def check_models(store: Any, models: list[str] | None) -> None:
     """Refuse a --model no session of this store has, naming the closest it does have."""
     import difflib
 
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
     if not models:
         return
-    known = lib.distinct_models(store)
+    known = session_list.distinct_models(store)
     unknown = [m for m in models if m not in known]
     if not unknown:
         return

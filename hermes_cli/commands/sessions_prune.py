@@ -31,13 +31,13 @@ def delete(session: ExactSessionRef, yes: YesFlag = False) -> None:
     """Delete one session and all its messages."""
     from hermes_cli.commands import vault
     from hermes_cli.shared import stores
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list, sessions as lib
     from hermes_state.upkeep import deletion
 
     with stores.write_store() as store:
         sid = vault.editable_session(store, session, whole=True)
         row = lib.require_session(store, sid)
-        counts = lib.message_counts(store, [sid])[sid]
+        counts = session_list.message_counts(store, [sid])[sid]
         label = f"'{sid}'" + (f" ({row['title']})" if row.get("title") else "")
         pinned = " (it is PINNED)" if row.get("pinned") else ""
         render.confirm(

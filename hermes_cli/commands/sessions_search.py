@@ -152,7 +152,7 @@ def search(
     """
     from hermes_cli.rendering import pager
     from hermes_cli.shared import machines, stores
-    from hermes_state.records import sessions as known
+    from hermes_state.records import session_list
     from hermes_state.search import search as lib, title_search
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.vault import vault_search
@@ -192,7 +192,7 @@ def search(
                         # A source only vaulted sessions have is a fine filter for the whole
                         # search.
                         if live_only or not set(source or ()) <= (
-                            set(known.distinct_sources(store))
+                            set(session_list.distinct_sources(store))
                             | vault_search.vault_sources(store, home)
                         ):
                             raise

@@ -91,7 +91,7 @@ def show(
     from hermes_cli.commands import vault
     from hermes_cli.rendering import pager
     from hermes_cli.shared import machines, stores
-    from hermes_state.records import messages, sessions as lib, transcript
+    from hermes_state.records import messages, session_list, sessions as lib, transcript
     from hermes_state.reports import redact as redaction
 
     settings = setup(fmt, as_json, color, pager=not no_pager)
@@ -123,7 +123,7 @@ def show(
                 + f"; see it with: hermes sessions show {later}",
                 err=True,
             )
-        each = [lib.message_counts(part, [sid])[sid] for part, _year in parts]
+        each = [session_list.message_counts(part, [sid])[sid] for part, _year in parts]
         counts = each[-1]._replace(
             live=sum(c.live for c in each), stored=sum(c.stored for c in each)
         )
@@ -167,7 +167,7 @@ def show(
             if year is not None:
                 render.echo(f"[vault {year}] this session is in vault/{year}.db (read-only)")
             for part, part_year in parts[:-1]:
-                n = lib.message_counts(part, [sid])[sid].stored
+                n = session_list.message_counts(part, [sid])[sid].stored
                 render.echo(
                     f"[vault {part_year}] resumed: its first {n} message(s) are in"
                     f" vault/{part_year}.db (read-only), shown before the live ones; the agent"
@@ -279,7 +279,7 @@ def export(
     prompts; `sessions import` puts them into any profile, of any Hermes Agent release.
     """
     from hermes_cli.shared import stores
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
     from hermes_state.reports import redact as redaction
     from hermes_state.store.errors import StoreNotFoundError
     from hermes_state.transfer import export as export_lib
@@ -327,7 +327,7 @@ def export(
                     if ids is not None
                     else None
                     if after_id is not None
-                    else lib.count_sessions(
+                    else session_list.count_sessions(
                         store,
                         sources=source or None,
                         exclude_sources=exclude_source or None,

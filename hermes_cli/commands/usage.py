@@ -198,7 +198,7 @@ def _check_filters(store: Any, flt: Any, live_only: bool) -> None:
     import difflib
 
     from hermes_cli.shared import waiting
-    from hermes_state.records import sessions
+    from hermes_state.records import session_list
     from hermes_state.reports import usage_report
     from hermes_state.vault import profile_stores
 
@@ -212,7 +212,7 @@ def _check_filters(store: Any, flt: Any, live_only: bool) -> None:
             continue
         if flag == "--source":
             what = "session comes from"
-            have = sources if not live_only else sessions.distinct_sources(store)
+            have = sources if not live_only else session_list.distinct_sources(store)
         else:
             what = "usage is recorded for"
             have = models if not live_only else usage_report.models_with_usage(store)

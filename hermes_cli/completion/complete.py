@@ -52,24 +52,28 @@ def candidates(kind: str, prefix: str = "") -> list[str]:
         from hermes_state.store.home import list_profiles
 
         return [p.name for p in list_profiles() if p.name.startswith(prefix)]
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
 
     if kind == "ids":
         return _with_store(
             lambda store: [
                 sid + (f"\t{sanitize.one_line(title)}" if title else "")
-                for sid, title in lib.recent_session_ids(store, prefix, LIMIT)
+                for sid, title in session_list.recent_session_ids(store, prefix, LIMIT)
                 if _usable(sid)
             ]
         )
     if kind == "titles":
         return _with_store(
-            lambda store: [t for t in lib.titles_with_prefix(store, prefix, LIMIT) if _usable(t)]
+            lambda store: [
+                t for t in session_list.titles_with_prefix(store, prefix, LIMIT) if _usable(t)
+            ]
         )
     if kind == "sources":
         return _with_store(
             lambda store: [
-                s for s in lib.distinct_sources(store) if _usable(s) and s.startswith(prefix)
+                s
+                for s in session_list.distinct_sources(store)
+                if _usable(s) and s.startswith(prefix)
             ]
         )
     return []

@@ -168,12 +168,12 @@ def open_store() -> Iterator[Store]:
 def check_sources(store: Store, sources: list[str] | None, *, vaulted: bool = False) -> None:
     """Refuse a source no session of this store (or, vaulted, of its vault) has, naming the
     sources it does have."""
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
     from hermes_state.vault import vault_search
 
     if not sources:
         return
-    known = lib.distinct_sources(store)
+    known = session_list.distinct_sources(store)
     unknown = [s for s in sources if s not in known]
     if unknown and vaulted:
         # A source only vaulted sessions have is a fine filter of a search spanning the vault.

@@ -156,7 +156,7 @@ def search_messages(args: dict[str, Any], call: Call) -> dict[str, Any]:
 def list_sessions(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer list_sessions: one page of sessions, newest first."""
     from hermes_cli.rendering import records
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list
     from hermes_state.reports import redact
     from hermes_state.vault import vault_search
 
@@ -183,11 +183,11 @@ def list_sessions(args: dict[str, Any], call: Call) -> dict[str, Any]:
             )
             rows, total = spanned.rows, spanned.total
         else:
-            rows = lib.list_sessions(
+            rows = session_list.list_sessions(
                 store, limit=wanted["limit"], offset=offset, order=wanted["sort"], **filters
             )
-            total = lib.count_sessions(store, **filters)
-            counts = lib.message_counts(store, [r["id"] for r in rows])
+            total = session_list.count_sessions(store, **filters)
+            counts = session_list.message_counts(store, [r["id"] for r in rows])
             for row in rows:
                 # Counted from the rows, as `sessions list` does (the agent's counter can lag).
                 row["message_count"] = counts[row["id"]].live
@@ -340,7 +340,7 @@ def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
     """Answer get_session: the session's metadata and one page of its transcript."""
     from hermes_cli.commands import vault
     from hermes_cli.rendering import records
-    from hermes_state.records import sessions as lib
+    from hermes_state.records import session_list, sessions as lib
     from hermes_state.reports import redact
 
     wanted = normalized(args, GET_INPUT)
@@ -348,7 +348,7 @@ def get_session(args: dict[str, Any], call: Call) -> dict[str, Any]:
     # As `sessions show`: a session the live store lacks is read from its vault store.
     with open_store() as live, vault.session_store(live, wanted["session"]) as (store, sid, year):
         row = lib.require_session(store, sid)
-        counts = lib.message_counts(store, [sid])[sid]
+        counts = session_list.message_counts(store, [sid])[sid]
         later = lib.continued_as(store, sid)
         rows, resume_after = _page_of_messages(store, sid, wanted, after)
     row["message_count"], row["stored_message_count"] = counts.live, counts.stored

@@ -76,8 +76,8 @@ def _typed(store: Store, exc: sqlite3.DatabaseError) -> BaseException:
     a directory where SQLite cannot create the file this store's journal mode needs, or a file
     this user may not write (VACUUM and the index merge run outside Store.write).
     """
-    from hermes_state.store.connection import write_error
     from hermes_state.store.errors import StoreCorruptError
+    from hermes_state.store.store_file import write_error
 
     typed = write_error(store, exc)
     if typed is None:

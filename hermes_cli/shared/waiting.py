@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hermes_state.store.connection import Waiting
+    from hermes_state.store.patience import Waiting
 
 _patience: float | None = None
 
@@ -24,7 +24,7 @@ def set_patience(seconds: float | None) -> None:
 
 def current() -> Waiting:
     """Return the waiting rules store handles of this command use."""
-    from hermes_state.store.connection import Waiting
+    from hermes_state.store.patience import Waiting
 
     return Waiting(patience=_patience, notify=_notice)
 

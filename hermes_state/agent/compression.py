@@ -27,12 +27,13 @@ from hermes_state.shapes.lineage import (
     successor_in as successor_in,
     tip_in as tip_in,
 )
-from hermes_state.store.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.store.connection import Store
 from hermes_state.store.errors import (
     CompressionError as CompressionError,
     SessionNotFoundError,
     TitleInUseError,
 )
+from hermes_state.store.patience import TRANSCRIPT_WRITE_PATIENCE_S
 
 # Ends a session may have and still be rotated: the process went away, not the conversation.
 AUTOMATIC_END_REASONS = frozenset({"tui_shutdown", "ws_disconnect", "idle_timeout", "lru_evict"})

@@ -65,17 +65,13 @@ from hermes_state.backups.archives import (
     rotate,
 )
 from hermes_state.store import schema
-from hermes_state.store.connection import (
-    NO_WAITING,
-    Waiting,
-    access_error,
-    resolve_store_path,
-    roll_back_own_journal,
-)
+from hermes_state.store.connection import roll_back_own_journal
 from hermes_state.store.errors import HermesStateError, StoreLockedError
 from hermes_state.store.home import STORE_FILE, make_output_dir
+from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.store.snapshot import SNAPSHOT_MMAP_BYTES, sqlite_snapshot
 from hermes_state.store.sql import quote
+from hermes_state.store.store_file import access_error, resolve_store_path
 from hermes_state.store.workdirs import make_work_dir, remove_stale_work_dirs
 
 

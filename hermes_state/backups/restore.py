@@ -69,16 +69,13 @@ from hermes_state.backups.restore_plan import (
     space_needed,
 )
 from hermes_state.store import guard
-from hermes_state.store.connection import (
-    read_only_uri,
-    refuse_write_protected,
-    roll_back_own_journal,
-)
+from hermes_state.store.connection import read_only_uri, roll_back_own_journal
 from hermes_state.store.errors import (
     StoreBusyError,
 )
 from hermes_state.store.home import STORE_FILE, ensure_private_dir
 from hermes_state.store.snapshot import sqlite_snapshot
+from hermes_state.store.store_file import refuse_write_protected
 from hermes_state.store.workdirs import WorkDir, make_work_dir, remove_stale_work_dirs
 
 # --- preparing the staged copies --------------------------------------------------------------

@@ -31,10 +31,7 @@ from hermes_state.backups.restore_plan import (
     RestoreResult,
 )
 from hermes_state.store import guard
-from hermes_state.store.connection import (
-    read_only_uri,
-    secure_store_files,
-)
+from hermes_state.store.connection import read_only_uri
 from hermes_state.store.errors import (
     HermesStateError,
     StoreBusyError,
@@ -44,6 +41,7 @@ from hermes_state.store.errors import (
 )
 from hermes_state.store.home import ensure_private_dir
 from hermes_state.store.sql import SIDECAR_SUFFIXES, companion, store_files
+from hermes_state.store.store_file import secure_store_files
 
 # --- writing -------------------------------------------------------------------------------
 

@@ -23,17 +23,14 @@ from hermes_state.backups.archive_format import (
     BackupError,
     UnsafeArchiveError,
 )
-from hermes_state.store.connection import (
-    is_open_in_process,
-    read_only_uri,
-    resolve_store_path,
-)
+from hermes_state.store.connection import is_open_in_process, read_only_uri
 from hermes_state.store.errors import (
     HermesStateError,
     StoreBusyError,
     is_lock_error,
 )
 from hermes_state.store.sql import SQLITE_MAGIC, store_files
+from hermes_state.store.store_file import resolve_store_path
 
 READ_TIMEOUT_S = 10.0
 SPACE_MARGIN_BYTES = 1 << 20

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hermes_state.records.sessions import make_preview
+from hermes_state.records.session_list import make_preview
 from hermes_state.shapes.content import decode_content
 from hermes_state.shapes.lineage import (
     CONTINUATION_SQL,

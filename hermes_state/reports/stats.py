@@ -6,7 +6,7 @@ import os
 import re
 from typing import Any
 
-from hermes_state.records.sessions import live_sql
+from hermes_state.records.session_list import live_sql
 from hermes_state.reports import usage_report
 from hermes_state.store.connection import Store
 from hermes_state.store.schema import stored_version

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hermes_state.records.sessions import activity_sql, listing_conditions
+from hermes_state.records.session_list import activity_sql, listing_conditions
 from hermes_state.search.query import Query, Term, fold, has_words, parse_query
 from hermes_state.store import cjk
 from hermes_state.store.sql import chunks, marks

@@ -3,45 +3,59 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import random
-import shlex
-import shutil
 import sqlite3
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 from hermes_state.store import guard, journal, layout, migrations, releases, schema
 from hermes_state.store.errors import (
-    SQLITE_IOERR,
-    SQLITE_READONLY,
-    SQLITE_READONLY_DIRECTORY,
-    DiskFullError,
     HermesStateError,
     NotAHermesStoreError,
     SchemaTooNewError,
-    StoreAccessError,
     StoreCorruptError,
     StoreLockedError,
     StoreNeedsMigrationError,
     StoreNotFoundError,
     StoreReadOnlyError,
-    StoreWriteProtectedError,
     UnknownSchemaError,
     is_corruption_error,
     is_lock_error,
     translate_sqlite_error,
 )
 from hermes_state.store.home import ensure_private_dir
-from hermes_state.store.sql import SIDECAR_SUFFIXES, SQLITE_MAGIC, companion, quote, store_files
+from hermes_state.store.patience import (
+    BUSY_TIMEOUT_S,
+    NO_WAITING,
+    READ_BUSY_TIMEOUT_S,
+    RETRY_FAST_S,
+    WAIT_NOTICE_S,
+    WRITE_PATIENCE_S,
+    Waiting,
+    report_lock_holders,
+    retry_locked,
+    run_with_patience,
+)
+from hermes_state.store.sql import SQLITE_MAGIC, companion, quote, store_files
+from hermes_state.store.store_file import (
+    Quarantine,
+    access_error,
+    check_store_file,
+    create_empty,
+    creation_lock,
+    quarantine_file,
+    refuse_write_protected,
+    remove_made_sidecars,
+    resolve_store_path,
+    roll_back_hot_journal,
+    secure_file,
+    secure_store_files,
+)
 
 if TYPE_CHECKING:
     from hermes_state.store.layout import Layout
@@ -53,44 +67,9 @@ T = TypeVar("T")
 # "edit": a command of the CLI — writes within the schema the store has (SPEC §19.4).
 Role = Literal["agent", "edit"]
 
-WRITE_PATIENCE_S = 20.0
-TRANSCRIPT_WRITE_PATIENCE_S = 60.0
-ACTIVITY_WRITE_PATIENCE_S = 0.5
-BUSY_TIMEOUT_S = 1.0
-READ_BUSY_TIMEOUT_S = 5.0
-RETRY_FAST_S = (0.020, 0.150)
-RETRY_SLOW_S = (0.250, 1.000)
-RETRY_SLOW_AFTER_S = 2.0
 CHECKPOINT_EVERY_N_WRITES = 50
 JOURNAL_SIZE_LIMIT = 64 * 1024 * 1024
-LOW_SPACE_BYTES = 1 << 20  # an I/O error opening a store with less free than this: disk full
-WAIT_NOTICE_S = 1.0  # a wait for another process's lock this long is worth telling about
 
-
-@dataclass(frozen=True)
-class Waiting:
-    """How a store handle waits for other processes' locks.
-
-    ``patience`` (seconds) replaces the handle's default waits (None: keep them; 0: try once).
-    ``notify(path, waited_s)`` is called once per wait that passes ``WAIT_NOTICE_S``, so an
-    interactive caller can say who holds the lock instead of a silent pause.
-    """
-
-    patience: float | None = None
-    notify: Callable[[Path, float], None] | None = None
-
-    def limit(self, default: float) -> float:
-        """Return how long to wait where the default would be ``default`` seconds."""
-        return default if self.patience is None else max(0.0, self.patience)
-
-    def tell(self, path: Path, waited: float) -> None:
-        """Call notify (never letting it fail the wait)."""
-        if self.notify is not None:
-            with contextlib.suppress(Exception):
-                self.notify(path, waited)
-
-
-NO_WAITING = Waiting()
 
 # Paths this process has an open connection to: raw byte probes of such a file are refused,
 # because closing even a short-lived descriptor would drop this process's POSIX locks on it.
@@ -116,25 +95,6 @@ def is_open_in_process(path: Path) -> bool:
     """Tell whether this process holds a connection to the store at path."""
     with _open_counts_lock:
         return str(path) in _open_counts
-
-
-@dataclass(frozen=True)
-class Quarantine:
-    """A damaged store file that was moved aside so a fresh store could be created."""
-
-    kind: str  # "zeroed" or "notadb"
-    original: Path
-    moved_to: Path
-    size: int
-
-    def message(self) -> str:
-        """Say what happened and how to get the old sessions back."""
-        return (
-            f"{self.original.name} was {'empty' if self.kind == 'zeroed' else 'not a database'} "
-            f"({self.size} bytes) and has been moved aside to {self.moved_to}; a fresh, empty "
-            f"store was created. To salvage old sessions run: hermes sessions recover --from "
-            f"{self.moved_to} --to NEW.db"
-        )
 
 
 class Store:
@@ -231,7 +191,7 @@ class Store:
         if self.read_only:
             raise StoreReadOnlyError(f"{self.path} is open read-only")
         with self.lock:
-            result = _run_with_patience(self, fn, self.waiting.limit(patience))
+            result = run_with_patience(self, fn, self.waiting.limit(patience))
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY_N_WRITES == 0:
                 self.checkpoint_passive()
@@ -288,32 +248,6 @@ class Store:
             _register_close(self.path)
 
 
-def roll_back_hot_journal(path: Path) -> None:
-    """Roll back a rollback journal a failed write left behind, so the store is as it was.
-
-    A write that fails midway on a full disk (VACUUM copying its result back, above all) puts
-    SQLite's pager in its error state, and closing then leaves the journal hot for the next
-    opener, which a read-only open refuses. A plain connection's first read rolls it back (it
-    only writes the journal's old pages over the file and truncates it: no new space needed).
-    A journal another process is writing is not hot: the read then sees committed data and
-    changes nothing; a locked store is left alone (timeout 0).
-    """
-    try:
-        if os.stat(companion(path, "-journal")).st_size == 0:
-            return
-    except OSError:
-        return
-    try:
-        conn = sqlite3.connect(path, timeout=0, isolation_level=None)
-    except sqlite3.Error:
-        return
-    try:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    finally:
-        conn.close()
-
-
 def roll_back_own_journal(
     path: Path, waiting: Waiting = NO_WAITING, patience: float = READ_BUSY_TIMEOUT_S
 ) -> None:
@@ -346,32 +280,6 @@ def roll_back_own_journal(
         retry_locked(path, roll_back, waiting, patience, "; its journal was not rolled back")
 
 
-def remove_made_sidecars(path: Path) -> None:
-    """Remove the empty -wal and the -shm a read-only open made, if no other process has them.
-
-    A read-only connection cannot remove them itself. A plain connection that reads the schema
-    and closes does: SQLite's last connection to close a WAL store takes the exclusive lock,
-    checkpoints nothing (the WAL is empty) and deletes both files. If another process has the
-    store open, that lock is refused and the files stay, as they must.
-    """
-    wal = companion(path, "-wal")
-    try:
-        if os.stat(wal).st_size != 0:
-            return  # frames written since: not ours to checkpoint
-    except FileNotFoundError:
-        if not companion(path, "-shm").exists():
-            return
-    try:
-        conn = sqlite3.connect(path, timeout=0, isolation_level=None)
-    except sqlite3.Error:
-        return
-    try:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    finally:
-        conn.close()
-
-
 def close_without_checkpoint(conn: sqlite3.Connection, path: Path) -> None:
     """Close a writable connection without SQLite's close-time checkpoint into the main file.
 
@@ -400,177 +308,7 @@ def close_without_checkpoint(conn: sqlite3.Connection, path: Path) -> None:
         holder.close()
 
 
-def _run_with_patience(store: Store, fn: Callable[[sqlite3.Connection], T], patience: float) -> T:
-    conn = store.conn
-    start = time.monotonic()
-    deadline = start + patience
-    busy_ms = store.read_busy_ms  # what the connection has now (its reads' patience)
-    told = False
-    while True:
-        remaining = deadline - time.monotonic()
-        # SQLite's own wait must not overrun a short budget (a 0.5 s activity write fails fast).
-        want_ms = max(1, min(int(BUSY_TIMEOUT_S * 1000), int(remaining * 1000)))
-        if want_ms != busy_ms:
-            conn.execute(f"PRAGMA busy_timeout = {want_ms}")
-            busy_ms = want_ms
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-            if busy_ms != store.read_busy_ms:
-                conn.execute(f"PRAGMA busy_timeout = {store.read_busy_ms}")
-            return result
-        except sqlite3.Error as exc:
-            if is_corruption_error(exc):
-                store.mark_damaged()
-                raise StoreCorruptError(f"{store.path} is damaged: {exc}") from exc
-            if not is_lock_error(exc):
-                # A full disk or a read-only file or place is said as such, with the path.
-                typed = write_error(store, exc)
-                if typed is not None:
-                    raise typed from exc
-                raise
-            now = time.monotonic()
-            remaining = deadline - now
-            if remaining <= 0:
-                waited = now - start
-                conn.execute(f"PRAGMA busy_timeout = {store.read_busy_ms}")
-                who = report_lock_holders(store.path, waited)
-                raise StoreLockedError(
-                    f"{store.path.name} stayed locked by another process for {waited:.1f}s "
-                    f"(patience {patience:g}s){who}; the write was not made"
-                ) from exc
-            if not told and now - start >= WAIT_NOTICE_S:
-                told = True
-                store.waiting.tell(store.path, now - start)
-            fast = (now - start) < RETRY_SLOW_AFTER_S
-            low, high = RETRY_FAST_S if fast else RETRY_SLOW_S
-            time.sleep(min(random.uniform(low, high), remaining))
-
-
-def report_lock_holders(db_path: Path, waited_s: float) -> str:
-    """Log the one WARNING naming who holds the write lock (called when patience runs out);
-    return ' (held by ...)' for the error message, or '' when nobody could be named."""
-    from hermes_state.store.lockowners import log_write_lock_holders, write_holders_text
-
-    log_write_lock_holders(db_path, waited_s)
-    try:
-        who = write_holders_text(db_path)
-    except Exception:  # diagnostics must never turn a lock timeout into a crash
-        return ""
-    return f" (held by {who})" if who else ""
-
-
 # --- file handling --------------------------------------------------------------------------
-
-
-def secure_file(path: Path) -> None:
-    """Take group and other access off a store file by path (never open/close it; not links)."""
-    # Only ever removes bits: a mode the owner narrowed (0400) stays as it is.
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    mode = stat.S_IMODE(st.st_mode)
-    if not stat.S_ISREG(st.st_mode) or not mode & 0o077:
-        return
-    with contextlib.suppress(OSError):
-        os.chmod(path, mode & 0o700)
-
-
-def write_protected(path: Path) -> tuple[Path, int] | None:
-    """Return (file, mode) of a store file its owner made read-only (no u+w), else None."""
-    # Judged by the mode bits, not by access(2): root may write anything.
-    for file in store_files(path):
-        try:
-            st = os.lstat(file)
-        except OSError:
-            continue
-        if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IWUSR:
-            return file, stat.S_IMODE(st.st_mode)
-    return None
-
-
-def refuse_write_protected(path: Path) -> None:
-    """Raise StoreWriteProtectedError when the store's owner made it (or a sidecar) read-only."""
-    found = write_protected(path)
-    if found is None:
-        return
-    file, mode = found
-    raise StoreWriteProtectedError(
-        f"{file} is read-only (mode {mode:04o}); refusing to write to a store its owner "
-        "made read-only, and its mode was left as it is",
-        hint=f"Reading still works. To allow writes: chmod u+w {shlex.quote(str(file))}",
-    )
-
-
-def directory_not_writable(path: Path, journal_mode: str | None) -> StoreAccessError:
-    """Say which file SQLite cannot create beside the store: -wal/-shm (WAL) or -journal."""
-    where = shlex.quote(str(path.parent))
-    if journal_mode == "wal":
-        return StoreAccessError(
-            f"{path} is in a directory this user cannot write ({path.parent}): SQLite must "
-            "create the store's -wal and -shm files there (a WAL store needs them even to read)",
-            hint=f"Make the directory writable (chmod u+w {where}) or run hermes as its owner.",
-        )
-    mode = journal_mode or "rollback"
-    return StoreAccessError(
-        f"Cannot write to {path}: its directory {path.parent} is not writable for this user, "
-        f"and SQLite must create {path.name}-journal there for every write (the store is in "
-        f"{mode} journal mode); nothing was written",
-        hint=f"Reading still works. To write, make the directory writable (chmod u+w {where}) "
-        "or run hermes as its owner.",
-    )
-
-
-def _read_only_reason(path: Path) -> StoreAccessError:
-    """Say why SQLite opened a store read-only for a writable connection."""
-    with contextlib.suppress(OSError):
-        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
-            return StoreAccessError(
-                f"{path} is on a read-only file system; nothing was written",
-                hint="Remount it read-write, or copy the store somewhere writable.",
-            )
-    with contextlib.suppress(OSError):
-        st = os.stat(path)
-        if not os.access(path, os.W_OK):
-            return StoreAccessError(
-                f"This user (uid {os.geteuid()}) may not write {path} (owner uid {st.st_uid}, "
-                f"mode {stat.S_IMODE(st.st_mode):04o}); nothing was written",
-                hint="Run hermes as the store's owner (for example with sudo -u).",
-            )
-    return StoreAccessError(f"{path} could not be written (SQLite opened it read-only)")
-
-
-def write_error(store: Store, exc: sqlite3.Error) -> HermesStateError | None:
-    """Return the typed error of a failed write (place, permissions, full disk, damage)."""
-    code = getattr(exc, "sqlite_errorcode", 0) or 0
-    if code == SQLITE_READONLY_DIRECTORY:
-        return directory_not_writable(store.path, store.journal_mode)
-    if code == SQLITE_READONLY:
-        return _read_only_reason(store.path)
-    return translate_sqlite_error(exc, store.path)
-
-
-def secure_store_files(path: Path) -> None:
-    """Tighten state.db and its -wal/-shm to 0600."""
-    secure_file(path)
-    for suffix in SIDECAR_SUFFIXES:
-        secure_file(Path(str(path) + suffix))
-
-
-def _create_empty(path: Path) -> None:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        return  # a sibling process created it first; SQLite will open theirs
-    os.close(fd)  # brand-new empty file: nobody can hold a lock on it through this process
 
 
 def read_header(path: Path) -> bytes:
@@ -582,81 +320,6 @@ def read_header(path: Path) -> bytes:
         return os.pread(fd, 16, 0)
     finally:
         os.close(fd)
-
-
-def resolve_store_path(path: str | os.PathLike[str]) -> Path:
-    """Return the file a store path names, following a symlinked store file to its target.
-
-    SQLite follows the link and keeps -wal/-shm/-journal beside the target, so every path this
-    package builds from the store's (sidecars, lock owners, backups) must start from there. A
-    link to nothing is refused: writing through it would create a store outside the home.
-    """
-    path = Path(path).expanduser().absolute()
-    if not path.is_symlink():
-        return path
-    target = Path(os.path.realpath(path))
-    if not target.exists():
-        raise StoreNotFoundError(
-            f"{path} is a symbolic link to {target}, which does not exist",
-            hint="Point the link at an existing store, or remove it so a new store is made in "
-            "the home.",
-        )
-    guard.check_store_path(target)
-    return target
-
-
-def check_store_file(path: Path) -> None:
-    """Refuse a store path that exists but is not a regular file this user may open."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return
-    except PermissionError as exc:
-        raise StoreAccessError(
-            f"Cannot reach {path}: permission denied on a directory above it",
-            hint="Run hermes as the user who owns the Hermes home.",
-        ) from exc
-    if stat.S_ISDIR(st.st_mode):
-        raise StoreAccessError(
-            f"{path} is a directory, not a store file; nothing was read or written",
-            hint="Move it out of the way: the store is a file named state.db in the home.",
-        )
-    if not stat.S_ISREG(st.st_mode):
-        raise StoreAccessError(
-            f"{path} is not a regular file (a device, socket or pipe); nothing was read or written"
-        )
-
-
-def access_error(path: Path, exc: OSError | sqlite3.Error) -> HermesStateError:
-    """Say why this user cannot open the store at path (owner, read-only place, hot journal,
-    no space left for its -shm or journal)."""
-    typed = translate_sqlite_error(exc, path) if isinstance(exc, sqlite3.Error) else None
-    if typed is not None and not isinstance(typed, StoreAccessError):
-        return typed
-    code = getattr(exc, "sqlite_errorcode", 0) or 0
-    if code == SQLITE_READONLY_DIRECTORY:
-        # Met while opening, which only reads: only a WAL store needs files made to read.
-        return directory_not_writable(path, "wal")
-    if code & 0xFF == SQLITE_IOERR:
-        with contextlib.suppress(OSError):
-            if shutil.disk_usage(path.parent).free < LOW_SPACE_BYTES:
-                return DiskFullError(
-                    f"No space left beside {path} for SQLite's shared-memory or journal file "
-                    f"({exc}); nothing was written"
-                )
-    try:
-        st = os.stat(path)
-    except OSError:
-        st = None
-    if st is not None and st.st_uid != os.geteuid() and not os.access(path, os.R_OK | os.W_OK):
-        return StoreAccessError(
-            f"{path} belongs to another user (uid {st.st_uid}) and this user (uid "
-            f"{os.geteuid()}) may not open it; nothing was read or written",
-            hint="Run hermes as the store's owner (for example with sudo -u).",
-        )
-    if typed is not None:
-        return typed
-    return StoreAccessError(f"Cannot open {path}: {exc}")
 
 
 def _header_problem(path: Path) -> str | None:
@@ -671,48 +334,6 @@ def _header_problem(path: Path) -> str | None:
     if header != SQLITE_MAGIC:
         return "notadb" if any(header) else "zeroed"
     return None
-
-
-def _quarantine(path: Path, kind: str) -> Quarantine:
-    size = os.stat(path).st_size
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = f"{path.name}.{kind}-{stamp}-{os.getpid()}"
-    target = path.with_name(base + ".bak")
-    n = 1
-    while target.exists():
-        target = path.with_name(f"{base}-{n}.bak")
-        n += 1
-    os.rename(path, target)
-    for suffix in SIDECAR_SUFFIXES:
-        side = Path(str(path) + suffix)
-        if side.exists():
-            os.rename(side, Path(str(target) + suffix))
-    q = Quarantine(kind=kind, original=path, moved_to=target, size=size)
-    log.error("%s", q.message())
-    return q
-
-
-@contextlib.contextmanager
-def _creation_lock(path: Path) -> Iterator[None]:
-    """Serialise creating or quarantining the store file across processes."""
-    # The lock is on the store's directory, so no lock file is left beside the store.
-    lock_path = path.parent
-    fd = os.open(lock_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        deadline = time.monotonic() + 5.0
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise StoreLockedError(
-                        f"timed out waiting for the creation lock on {lock_path}"
-                    ) from None
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)
 
 
 # --- opening --------------------------------------------------------------------------------
@@ -793,7 +414,7 @@ def store_schema_refusal(store: Store) -> HermesStateError:
 
 def _create_new_store(path: Path) -> None:
     """Create the file and lay out a complete schema-31 store in it, under the creation lock."""
-    _create_empty(path)
+    create_empty(path)
     conn = _connect_writable(path)
     try:
         # Choose the journal mode before anything is written, then write the whole schema so
@@ -842,13 +463,13 @@ def _open_writable(
             what = "empty (0 bytes)" if problem == "zeroed" else "not an SQLite database"
             raise StoreCorruptError(f"{path} is {what}; nothing was written to it")
         if problem:
-            with _creation_lock(path):
+            with creation_lock(path):
                 problem = _header_problem(path) if path.exists() else None
                 if problem:
-                    quarantine = _quarantine(path, problem)
+                    quarantine = quarantine_file(path, problem)
     created = False
     if not path.exists():
-        with _creation_lock(path):
+        with creation_lock(path):
             if not path.exists():
                 _create_new_store(path)
                 created = True
@@ -956,39 +577,6 @@ def create_bare_store(
         raise
     _register_open(path)
     return Store(path, conn, read_only=False, journal_mode=str(got), role="edit")
-
-
-def retry_locked(
-    path: Path,
-    fn: Callable[[], T],
-    waiting: Waiting = NO_WAITING,
-    default_patience: float = WRITE_PATIENCE_S,
-    not_done: str = "",
-) -> T:
-    """Call fn, retrying lock errors with jitter for up to the handle's patience.
-
-    The one retry loop for work outside a write transaction (opening, laying out, VACUUM);
-    ``not_done`` ends the lock error's message (e.g. "; VACUUM was not run").
-    """
-    patience = waiting.limit(default_patience)
-    start = time.monotonic()
-    told = False
-    while True:
-        try:
-            return fn()
-        except sqlite3.OperationalError as exc:
-            if not is_lock_error(exc):
-                raise
-            waited = time.monotonic() - start
-            if waited >= patience:
-                who = report_lock_holders(path, waited)
-                raise StoreLockedError(
-                    f"{path.name} stayed locked for {waited:.1f}s{who}{not_done}"
-                ) from exc
-            if not told and waited >= WAIT_NOTICE_S:
-                told = True
-                waiting.tell(path, waited)
-            time.sleep(min(random.uniform(*RETRY_FAST_S), patience - waited))
 
 
 def read_only_uri(path: Path) -> str:

@@ -26,7 +26,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import Literal
 
-from hermes_state.store import cjk, fts, meta, releases, schema
+from hermes_state.store import cjk, fts, meta, releases, schema, triggers
 
 Kind = Literal["current", "upstream", "legacy", "old", "unknown", "not_hermes"]
 
@@ -92,7 +92,7 @@ class Layout:
     @property
     def has_uid_trigger(self) -> bool:
         """Tell whether schema 31's message_uid trigger is in place."""
-        return schema.UID_TRIGGER in self.objects
+        return triggers.UID_TRIGGER in self.objects
 
     @property
     def kind(self) -> Kind:
@@ -173,8 +173,8 @@ def inspect(conn: sqlite3.Connection) -> Layout:
     checked_raw = dict(
         conn.execute(
             "SELECT name, CAST(sql AS BLOB) FROM sqlite_master WHERE type = 'trigger' AND name IN "
-            f"({', '.join('?' * len(schema.CHECKED_TRIGGER_DDL))})",
-            tuple(schema.CHECKED_TRIGGER_DDL),
+            f"({', '.join('?' * len(triggers.CHECKED_TRIGGER_DDL))})",
+            tuple(triggers.CHECKED_TRIGGER_DDL),
         ).fetchall()
     )
     checked = {
@@ -187,6 +187,6 @@ def inspect(conn: sqlite3.Connection) -> Layout:
         fts_stale=stale,
         objects=objects,
         tables=tables,
-        triggers_settled=checked == schema.CHECKED_TRIGGER_DDL,
+        triggers_settled=checked == triggers.CHECKED_TRIGGER_DDL,
         version_text=version_text,
     )

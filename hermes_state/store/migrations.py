@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hermes_state.shapes import lineage, sessions_json
 from hermes_state.shapes.model_config import BRANCH_MARKER, DELEGATE_MARKER, ORPHANED, marker_sql
-from hermes_state.store import cjk, fts, layout, meta, releases, schema
+from hermes_state.store import cjk, fts, layout, meta, releases, schema, triggers
 from hermes_state.store.sql import quote
 
 log = logging.getLogger("hermes_state")
@@ -391,12 +391,12 @@ def settle_agent_triggers(conn: sqlite3.Connection) -> str | None:
         name: bytes(sql or b"").decode("utf-8", "replace")
         for name, sql in conn.execute(
             "SELECT name, CAST(sql AS BLOB) FROM sqlite_master WHERE type = 'trigger' AND name IN "
-            f"({', '.join('?' * len(schema.CHECKED_TRIGGER_DDL))})",
-            tuple(schema.CHECKED_TRIGGER_DDL),
+            f"({', '.join('?' * len(triggers.CHECKED_TRIGGER_DDL))})",
+            tuple(triggers.CHECKED_TRIGGER_DDL),
         ).fetchall()
     }
     did = []
-    for name, ddl in schema.CHECKED_TRIGGER_DDL.items():
+    for name, ddl in triggers.CHECKED_TRIGGER_DDL.items():
         if have.get(name) == ddl:
             continue
         if name in have:
@@ -415,8 +415,8 @@ def add_message_uids(conn: sqlite3.Connection) -> str | None:
     )
     if cur.rowcount:
         did.append(f"gave {cur.rowcount} messages a message_uid")
-    if meta.get(conn, schema.UID_BACKFILL_KEY) != "1":
-        meta.put(conn, schema.UID_BACKFILL_KEY, "1")  # what the agent's own backfill leaves
+    if meta.get(conn, triggers.UID_BACKFILL_KEY) != "1":
+        meta.put(conn, triggers.UID_BACKFILL_KEY, "1")  # what the agent's own backfill leaves
     return "; ".join(did) or None
 
 

@@ -13,16 +13,16 @@ import time
 from pathlib import Path
 
 from hermes_state.store import guard
-from hermes_state.store.connection import (
+from hermes_state.store.connection import read_only_uri
+from hermes_state.store.errors import SQLITE_BUSY, SQLITE_LOCKED, StoreLockedError
+from hermes_state.store.patience import (
     BUSY_TIMEOUT_S,
     NO_WAITING,
     WAIT_NOTICE_S,
     Waiting,
-    read_only_uri,
     report_lock_holders,
     retry_locked,
 )
-from hermes_state.store.errors import SQLITE_BUSY, SQLITE_LOCKED, StoreLockedError
 
 READ_TIMEOUT_S = 10.0
 SNAPSHOT_MMAP_BYTES = 256 * 2**20

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import sqlite3
 
-from hermes_state.store import cjk, fts, schema
+from hermes_state.store import cjk, fts, triggers
 
 UPSTREAM_TRIGGERS = frozenset(
     {
@@ -35,7 +35,7 @@ UPSTREAM_TRIGGERS = frozenset(
         "messages_display_visibility_update",
         "messages_display_identity_update",
         "messages_display_identity_delete",
-        schema.UID_TRIGGER,
+        triggers.UID_TRIGGER,
     }
 )
 UPSTREAM_VIEWS = frozenset({fts.WORD_SOURCE, fts.TRIGRAM_SOURCE, "messages_fts_cjk_src"})

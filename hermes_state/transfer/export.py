@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from hermes_state.records import messages as msglib, sessions as seslib
+from hermes_state.records import messages as msglib, session_list, sessions as seslib
 from hermes_state.shapes import values
 from hermes_state.shapes.text import bindable
 from hermes_state.store.connection import Store
@@ -152,7 +152,7 @@ def _session_ids(
     upto_id: int | None = None,
 ) -> Iterator[str]:
     """Yield matching session ids oldest first, a bounded page at a time (keyset paging)."""
-    where, params = seslib.activity_filters(
+    where, params = session_list.activity_filters(
         store.columns("sessions"), "sessions", active_after, active_before
     )
     if after_id is not None:
@@ -196,7 +196,9 @@ def _active_among(
     named = list(dict.fromkeys(ids))
     if after is None and before is None:
         return named
-    where, params = seslib.activity_filters(store.columns("sessions"), "sessions", after, before)
+    where, params = session_list.activity_filters(
+        store.columns("sessions"), "sessions", after, before
+    )
     keep: set[str] = set()
     for batch in chunks(named):
         sql = f"SELECT id FROM sessions WHERE id IN ({marks(len(batch))}) AND " + " AND ".join(

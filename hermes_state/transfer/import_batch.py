@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hermes_state.store.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.store.connection import Store
+from hermes_state.store.patience import TRANSCRIPT_WRITE_PATIENCE_S
 from hermes_state.transfer import import_records, import_write
 from hermes_state.transfer.import_ids import NO_OTHER_STORES, IdPlan, OtherStores
 from hermes_state.transfer.import_target import Fitting, Target

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Generic, TypeVar, cast
 
-from hermes_state.store.connection import TRANSCRIPT_WRITE_PATIENCE_S, Store
+from hermes_state.store.connection import Store
+from hermes_state.store.patience import TRANSCRIPT_WRITE_PATIENCE_S
 from hermes_state.transfer.export import AFTER_ID_KEY, Progress
 from hermes_state.transfer.import_ids import (
     NO_OTHER_STORES,

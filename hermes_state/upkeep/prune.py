@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hermes_state.records.ledger import OpenWork, busy_message, open_work_in
-from hermes_state.records.sessions import activity_sql
+from hermes_state.records.session_list import activity_sql
 from hermes_state.shapes.lineage import COMPRESSION_END_REASON, ancestors_in, successor_in
 from hermes_state.store.connection import Store
 from hermes_state.store.sql import chunks, marks

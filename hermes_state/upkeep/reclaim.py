@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state.store import fts
-from hermes_state.store.connection import Store, retry_locked
+from hermes_state.store.connection import Store
 from hermes_state.store.errors import DiskFullError, StoreBusyError, StoreCorruptError
+from hermes_state.store.patience import retry_locked
 from hermes_state.upkeep.store_check import require_intact
 
 # Beside other processes, VACUUM runs only on a store this small: rewriting it holds their

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state.store import diagnosis
-from hermes_state.store.connection import Store, retry_locked, write_protected
+from hermes_state.store.connection import Store
 from hermes_state.store.diagnosis import Diagnosis
 from hermes_state.store.errors import StoreCorruptError, is_lock_error
+from hermes_state.store.patience import retry_locked
 from hermes_state.store.sql import STORE_FILE_SUFFIXES, quote
+from hermes_state.store.store_file import write_protected
 
 DAMAGED_HINT = (
     "`hermes db check` says what is damaged and what repairs it; `hermes sessions recover "

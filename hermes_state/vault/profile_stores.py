@@ -17,8 +17,9 @@ from typing import Any
 from hermes_state.records.sessions import find_session_exact
 from hermes_state.reports import stats, usage_report
 from hermes_state.shapes.text import bindable
-from hermes_state.store.connection import NO_WAITING, Store, Waiting
+from hermes_state.store.connection import Store
 from hermes_state.store.errors import AmbiguousSessionIdError, SessionNotFoundError
+from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.vault import vault_twins
 from hermes_state.vault.vault_stores import open_vault, vault_paths
 
@@ -268,7 +269,7 @@ def sources_and_models(
     live: Store, home: Path, waiting: Waiting = NO_WAITING
 ) -> tuple[list[str], list[str]]:
     """Return every session source and every model with usage in any store of the profile."""
-    from hermes_state.records.sessions import distinct_sources
+    from hermes_state.records.session_list import distinct_sources
 
     sources: set[str] = set()
     models: set[str] = set()

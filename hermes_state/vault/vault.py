@@ -24,9 +24,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from hermes_state.store import guard
-from hermes_state.store.connection import NO_WAITING, Waiting
 from hermes_state.store.errors import HermesStateError
 from hermes_state.store.home import ensure_private_dir
+from hermes_state.store.patience import NO_WAITING, Waiting
 
 # The vault's public names, kept here too (explicit re-exports).
 from hermes_state.vault.vault_stores import (
@@ -109,9 +109,9 @@ def vault_lock_waiting(
     """
     import fcntl
 
-    from hermes_state.store.connection import WAIT_NOTICE_S
     from hermes_state.store.errors import StoreLockedError
     from hermes_state.store.lockowners import write_holders_text
+    from hermes_state.store.patience import WAIT_NOTICE_S
 
     lock = vault_dir(home) / ".lock"
     try:

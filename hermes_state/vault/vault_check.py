@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_state.store.connection import NO_WAITING, Store, Waiting
+from hermes_state.store.connection import Store
 from hermes_state.store.errors import HermesStateError
+from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.store.sql import quote
 from hermes_state.vault import vault_twins
 from hermes_state.vault.vault_list import _live_ids

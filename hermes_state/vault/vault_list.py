@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hermes_state.store.connection import NO_WAITING, Store, Waiting
+from hermes_state.store.connection import Store
+from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.store.sql import chunks, marks
 from hermes_state.upkeep.prune import last_activity_sql
 from hermes_state.vault import vault_twins

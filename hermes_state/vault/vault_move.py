@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from hermes_state.store import cjk
-from hermes_state.store.connection import Store, Waiting
+from hermes_state.store.connection import Store
 from hermes_state.store.errors import HermesStateError
+from hermes_state.store.patience import Waiting
 from hermes_state.upkeep.deletion import delete_sessions_in
 from hermes_state.vault import vault_twins
 from hermes_state.vault.vault import VaultError, VaultVerifyError, _step, vault_lock

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hermes_state.records.sessions import count_sessions, list_sessions, message_counts
+from hermes_state.records.session_list import count_sessions, list_sessions, message_counts
 from hermes_state.search import search, walk as search_walk
 from hermes_state.search.hits import HITS_PER_STATEMENT, _hits
 from hermes_state.search.query import Query, parse_query, register_functions, tame_prefixes
@@ -624,7 +624,7 @@ def hit_titles(live: Store, home: Path, hits: Iterable[dict[str, Any]]) -> dict[
 
 def vault_sources(live: Store, home: Path) -> set[str]:
     """Return the sources of the sessions in every vault store."""
-    from hermes_state.records.sessions import distinct_sources
+    from hermes_state.records.session_list import distinct_sources
 
     found: set[str] = set()
     for _year, path in vault.vault_paths(home):

@@ -10,14 +10,9 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-from hermes_state.store.connection import (
-    NO_WAITING,
-    Store,
-    Waiting,
-    open_store,
-    roll_back_own_journal,
-)
+from hermes_state.store.connection import Store, open_store, roll_back_own_journal
 from hermes_state.store.errors import StoreNotFoundError
+from hermes_state.store.patience import NO_WAITING, Waiting
 
 VAULT_DIR = "vault"
 STORE_NAME = re.compile(r"^(\d{4})\.db$")
