@@ -1,4 +1,4 @@
-"""Filtered search on a generated 50,000-message store equals hand-written SQL, every time.
+"""Filtered search on a generated 20,000-message store equals hand-written SQL, every time.
 
 Each query kind (word, multi-word, prefix, substring, CJK) is run with every combination of
 the filters (source, excluded source, role, time window, archived, pinned, rewound rows) and
@@ -25,7 +25,7 @@ from hermes_state.store import cjk
 from hermes_state.store.connection import Store, open_store
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MESSAGES = 50_000
+MESSAGES = 20_000
 PAGE = 100  # hits compared per search (deep enough to reach past most filtered matches)
 
 # Terms the generator plants: a common word (~47 % of rows), a rare one, a substring only the

@@ -48,6 +48,19 @@ def _gated(conn: sqlite3.Connection, trigger: str) -> bool:
     return fts.HIGH_WATER_KEY in body and fts.PROGRESS_KEY in body
 
 
+def gated_layout(conn: sqlite3.Connection, event: str) -> bool:
+    """Tell whether the store has the agent's gated external layout with no rebuild pending,
+    its ``event`` ("insert" or "delete") triggers following the rebuild window."""
+    idx = fts.indexes(conn)
+    if idx.stale or idx.high_water is not None or idx.progress is not None:
+        return False
+    expected = ((idx.word, fts.WORD_SOURCE), (idx.trigram, fts.TRIGRAM_SOURCE))
+    for index, source in expected:
+        if index is None or index.flavor != "external" or index.content != source:
+            return False
+    return all(_gated(conn, f"{t}_{event}") for t in fts.INDEX_TABLES)
+
+
 def _holds_above(conn: sqlite3.Connection, table: str, start: int) -> bool:
     """Tell whether an FTS index already holds a row above start (its docsize table says)."""
     return (
@@ -63,16 +76,9 @@ def defer_indexing(conn: sqlite3.Connection) -> Deferred | None:
     layout, indexes detached or missing, or a chunked rebuild already pending (its window is the
     agent's). The caller then simply inserts, and the triggers index row by row.
     """
-    idx = fts.indexes(conn)
-    if idx.stale or idx.high_water is not None or idx.progress is not None:
+    if not gated_layout(conn, "insert"):
         return None
-    expected = ((idx.word, fts.WORD_SOURCE), (idx.trigram, fts.TRIGRAM_SOURCE))
-    for index, source in expected:
-        if index is None or index.flavor != "external" or index.content != source:
-            return None
-    if not (_gated(conn, "messages_fts_insert") and _gated(conn, "messages_fts_trigram_insert")):
-        return None
-    start = idx.max_id
+    start = fts.indexes(conn).max_id
     if any(_holds_above(conn, t, start) for t in fts.INDEX_TABLES):
         return None  # entries above the last row: not a state this code understands
     meta.put(conn, fts.HIGH_WATER_KEY, OPEN_TOP)

@@ -28,14 +28,7 @@ _WINDOW_LOW = -(2**62)
 
 def _can_defer(conn: sqlite3.Connection) -> bool:
     """Tell whether the store has the agent's gated external layout with nothing pending."""
-    idx = fts.indexes(conn)
-    if idx.stale or idx.high_water is not None or idx.progress is not None:
-        return False
-    expected = ((idx.word, fts.WORD_SOURCE), (idx.trigram, fts.TRIGRAM_SOURCE))
-    for index, source in expected:
-        if index is None or index.flavor != "external" or index.content != source:
-            return False
-    return all(bulkload._gated(conn, f"{t}_delete") for t in fts.INDEX_TABLES)
+    return bulkload.gated_layout(conn, "delete")
 
 
 @contextlib.contextmanager

@@ -188,14 +188,7 @@ def _defer_indexing(conn: sqlite3.Connection) -> bool:
     or a rebuild already pending, keeps its per-row triggers. No other connection ever sees the
     closed window: :func:`_index_copied` reopens it in the same transaction.
     """
-    idx = fts.indexes(conn)
-    if idx.stale or idx.high_water is not None or idx.progress is not None:
-        return False
-    expected = ((idx.word, fts.WORD_SOURCE), (idx.trigram, fts.TRIGRAM_SOURCE))
-    for index, source in expected:
-        if index is None or index.flavor != "external" or index.content != source:
-            return False
-    if not all(bulkload._gated(conn, f"{t}_insert") for t in fts.INDEX_TABLES):
+    if not bulkload.gated_layout(conn, "insert"):
         return False
     # Ids in (_WINDOW_LOW, OPEN_TOP] are left to _index_copied; the triggers index any other.
     meta.put(conn, fts.HIGH_WATER_KEY, bulkload.OPEN_TOP)
