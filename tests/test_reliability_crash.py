@@ -48,6 +48,10 @@ def test_crash_rounds_ran_and_acknowledged_writes(crashed: CrashOutcome) -> None
     assert sum(len(r.acked) for r in crashed.rounds) > 0
 
 
-def test_sessions_list_exits_0_after_every_kill(crashed: CrashOutcome) -> None:
+def test_sessions_list_answers_cleanly_after_every_kill(crashed: CrashOutcome) -> None:
+    # Exit 0 with a listing once the writer made its home; before that (a kill during the
+    # writer's start-up), exit 1 with the one-line "home does not exist" error. Both checked
+    # per round by crash_rounds; a traceback or any other code is a failure there.
     assert [f for f in crashed.failures if "sessions list" in f] == []
-    assert crashed.cli_exit_codes == [0] * len(crashed.rounds)
+    assert set(crashed.cli_exit_codes) <= {0, 1}
+    assert crashed.cli_exit_codes[-1] == 0
