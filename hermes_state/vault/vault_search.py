@@ -44,7 +44,7 @@ from hermes_state.search.walk import (
 )
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import SortUnavailableError
-from hermes_state.vault import vault_stores as vault, vault_twins  # not vault.py: moving is heavy
+from hermes_state.vault import vault_stores, vault_twins
 from hermes_state.vault.vault_bm25 import (
     _freqs,
     _phrase_hits,
@@ -56,6 +56,12 @@ from hermes_state.vault.vault_bm25 import (
     phrase_groups,
     table_totals,
 )
+
+
+def _read_vault(path: Path, live: Store) -> contextlib.closing[Store]:
+    """Open a vault store read-only for one read, with the live store's patience; close after."""
+    return contextlib.closing(vault_stores.open_vault(path, read_only=True, waiting=live.waiting))
+
 
 # --- the search -----------------------------------------------------------------------------
 
@@ -298,7 +304,7 @@ def search_spanning(
     Same arguments and result as :func:`hermes_state.search.search.search_messages`; counts are sums
     over the stores, and ``partial`` says that some store's walk stopped at its work budget.
     """
-    paths = vault.vault_paths(home) if vaulted else []
+    paths = vault_stores.vault_paths(home) if vaulted else []
     if not paths:
         # The live store alone: its own search, exactly.
         return search.search_messages(
@@ -340,9 +346,7 @@ def search_spanning(
         parts = [_open_part(stack, None, live, live, parsed, kwargs, *flags, hide=hide)]
         if paths:
             for year, path in reversed(paths):
-                store = stack.enter_context(
-                    contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting))
-                )
+                store = stack.enter_context(_read_vault(path, live))
                 part = _open_part(stack, year, store, live, parsed, kwargs, *flags, hide=hide)
                 # A store of year Y holds no message sent after Y: --since may rule it out.
                 part.walks = after is None or float(after) < _year_end(year)
@@ -502,7 +506,7 @@ def count_spanning(
     found = search.count_matches(
         live, query, cap=cap, budget_s=budget_s, should_stop=should_stop, **kwargs
     )
-    paths = vault.vault_paths(home)
+    paths = vault_stores.vault_paths(home)
     if found.count is None or not found.complete or not paths:
         return found
     parsed = tame_prefixes(parse_query(query if isinstance(query, str) else ""))
@@ -516,7 +520,7 @@ def count_spanning(
         if left <= 0:
             return search.MatchCount(None, False, "none")
         with (
-            contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting)) as s,
+            _read_vault(path, live) as s,
             s.snapshot() as conn,
         ):
             register_functions(conn)
@@ -564,14 +568,12 @@ def list_spanning(
     pages: list[list[dict[str, Any]]] = []
     total = 0
     stores: list[tuple[str | None, Path | None]] = [(None, None)]
-    stores += [(y, p) for y, p in reversed(vault.vault_paths(home))]
+    stores += [(y, p) for y, p in reversed(vault_stores.vault_paths(home))]
     for year, path in stores:
         with contextlib.ExitStack() as stack:
             store = live
             if path is not None:
-                store = stack.enter_context(
-                    contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting))
-                )
+                store = stack.enter_context(_read_vault(path, live))
             conn = stack.enter_context(store.snapshot())
             hidden = hidden_sessions(live, conn, resumed_too=True) if year is not None else set()
             rows = list_sessions(
@@ -603,7 +605,7 @@ def hit_titles(live: Store, home: Path, hits: Iterable[dict[str, Any]]) -> dict[
     by_year: dict[str | None, set[str]] = {}
     for h in hits:
         by_year.setdefault(h.get("vault"), set()).add(str(h["session_id"]))
-    paths = dict(vault.vault_paths(home))
+    paths = dict(vault_stores.vault_paths(home))
     out: dict[str, str | None] = {}
     for year, ids in by_year.items():
         with contextlib.ExitStack() as stack:
@@ -611,7 +613,7 @@ def hit_titles(live: Store, home: Path, hits: Iterable[dict[str, Any]]) -> dict[
             if year is not None:
                 store = stack.enter_context(
                     contextlib.closing(
-                        vault.open_vault(paths[year], read_only=True, waiting=live.waiting)
+                        vault_stores.open_vault(paths[year], read_only=True, waiting=live.waiting)
                     )
                 )
             for sid in ids:
@@ -627,7 +629,7 @@ def vault_sources(live: Store, home: Path) -> set[str]:
     from hermes_state.records.session_list import distinct_sources
 
     found: set[str] = set()
-    for _year, path in vault.vault_paths(home):
-        with contextlib.closing(vault.open_vault(path, read_only=True, waiting=live.waiting)) as s:
+    for _year, path in vault_stores.vault_paths(home):
+        with _read_vault(path, live) as s:
             found.update(distinct_sources(s))
     return found
