@@ -539,9 +539,14 @@ def exclusion_sql(terms: Sequence[Term]) -> tuple[str, tuple[Any, ...]]:
 _COLUMNS = ("m.content", "m.tool_name", "m.tool_calls")
 
 
+def term_words(text: str) -> list[str]:
+    """Return the words of a term's text, split and folded as the word index reads them."""
+    return _WORD.findall(fold(text))
+
+
 def _words_sql(term: Term) -> tuple[str, tuple[Any, ...]]:
     """SQL true when a message holds the words of a term (see exclusion_sql)."""
-    words = _WORD.findall(fold(term.text))
+    words = term_words(term.text)
     if not words:
         return "0", ()
     parts: list[str] = []

@@ -7,6 +7,7 @@ See :mod:`hermes_state.search.search` for the routes a query takes and why.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -39,9 +40,10 @@ _Sql = tuple[str, tuple[Any, ...]]
 class _Filters:
     """SQL conditions on a candidate message (alias m) that every source applies.
 
-    Conditions on the hit's session are subqueries evaluated once per statement, never a join:
-    a join lets SQLite's planner start from the sessions side and revisit every message of the
-    chosen sessions for each candidate.
+    Conditions on the hit's session are never a join: a join lets SQLite's planner start from
+    the sessions side and revisit every message of the chosen sessions for each candidate. They
+    name the sessions read once in the search's snapshot (see _SessionCond.resolved), or are
+    subqueries SQLite runs once a statement.
     """
 
     sql: str
@@ -82,6 +84,20 @@ class _Source:
     window: tuple[int, int] | None = None
     rankable: bool = False  # BM25 over this table means something (word and CJK indexes)
     prefix: bool = False  # FTS5 re-merges prefix doclists for every statement
+    # A scan of the rows an agent's substring index leaves out has this set: the ids of the
+    # sessions whose rows it leaves out, as JSON once the search has read them (_bound), or ""
+    # (a subquery, over every session row, that each statement runs again).
+    left_out: str | None = None
+
+    def condition(self) -> _Sql:
+        """Return what each candidate must satisfy: the check, after the left-out rows' test."""
+        if self.left_out is None:
+            return self.check
+        if not self.left_out:
+            return f"{fts.trigram_left_out_superset('m')} AND {self.check[0]}", self.check[1]
+        sessions = "SELECT value FROM json_each(?)"
+        sql = f"{fts.trigram_left_out_superset('m', sessions)} AND {self.check[0]}"
+        return sql, (self.left_out, *self.check[1])
 
 
 @dataclass
@@ -105,13 +121,38 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
     return [scrub_surrogates(v) for v in values]
 
 
-def _in_sessions(where: str, keep: bool) -> str:
-    """Return a condition: the message's session is (keep) or is not among sessions WHERE where.
+INLINE_SESSIONS = 1000  # a session condition matching at most this many is inlined
 
-    A message whose session row is missing is never "in", so "not in" keeps it.
-    """
-    subquery = f"m.session_id IN (SELECT id FROM sessions WHERE {where})"
-    return subquery if keep else f"({subquery}) IS NOT 1"
+
+@dataclass(frozen=True)
+class _SessionCond:
+    """A condition on the hit's session: its session is (keep) or is not among sessions WHERE
+    where. A message whose session row is missing is never "in", so "not in" keeps it."""
+
+    where: str
+    params: tuple[Any, ...]
+    keep: bool
+
+    def subquery(self) -> _Sql:
+        """Return the condition as a subquery on sessions (SQLite runs it once a statement)."""
+        sql = f"m.session_id IN (SELECT id FROM sessions WHERE {self.where})"
+        return (sql if self.keep else f"({sql}) IS NOT 1"), self.params
+
+    def resolved(self, conn: sqlite3.Connection) -> _Sql | None:
+        """Return the condition over the sessions it names, read once on conn (None: it keeps
+        every message); the subquery when they are many or have ids json cannot carry.
+
+        A search runs many statements (a walk's windows, its hits, its counts); the subquery
+        would scan every session row once for each of them.
+        """
+        rows = conn.execute(f"SELECT id FROM sessions WHERE {self.where}", self.params)
+        ids = [r[0] for r in rows.fetchmany(INLINE_SESSIONS + 1)]
+        if len(ids) > INLINE_SESSIONS or not all(isinstance(i, str | int) for i in ids):
+            return self.subquery()
+        if not ids:
+            return None if not self.keep else ("0", ())
+        sql = "m.session_id IN (SELECT value FROM json_each(?))"
+        return (sql if self.keep else f"({sql}) IS NOT 1"), (json.dumps(ids),)
 
 
 def _filters(
@@ -125,9 +166,11 @@ def _filters(
     *,
     archived: bool | None = None,
     pinned: bool | None = None,
+    conn: sqlite3.Connection | None = None,
 ) -> _Filters:
-    """Build the filter conditions every source applies to candidate rows."""
-    return _filters_of(
+    """Build the filter conditions every source applies to candidate rows (given conn, the
+    read snapshot the search runs in, conditions on the hit's session are resolved on it)."""
+    base, sessions = _filters_of(
         store.columns("messages"),
         store.columns("sessions"),
         tuple(_as_list(source_filter)),
@@ -138,6 +181,20 @@ def _filters(
         before,
         archived,
         pinned,
+    )
+    conds = [base.sql] if base.sql != "1" else []
+    params = list(base.params)
+    for cond in sessions:
+        sql = cond.subquery() if conn is None else cond.resolved(conn)
+        if sql is not None:
+            conds.append(sql[0])
+            params += sql[1]
+    narrowing = len(conds) > (1 if base.visible != "1" else 0)
+    return replace(
+        base,
+        sql=" AND ".join(conds) or "1",
+        params=tuple(params),
+        narrows=base.narrows or narrowing,
     )
 
 
@@ -153,8 +210,9 @@ def _filters_of(
     before: float | None,
     archived: bool | None,
     pinned: bool | None,
-) -> _Filters:
-    """Build _filters' conditions for these columns and values (kept: searches repeat them)."""
+) -> tuple[_Filters, tuple[_SessionCond, ...]]:
+    """Build _filters' conditions for these columns and values: those on the message, and
+    those on its session (kept: searches repeat them)."""
     cols = set(message_columns)
     visible = []
     if not include_inactive and {"active", "compacted"} <= cols:
@@ -165,12 +223,11 @@ def _filters_of(
         visible.append("({a}.display_kind IS NULL OR {a}.display_kind <> 'hidden')")
     conds = [v.format(a="m") for v in visible]
     params: list[str | float] = []
+    sessions: list[_SessionCond] = []
     if sources:
-        conds.append(_in_sessions(f"source IN ({marks(len(sources))})", True))
-        params += sources
+        sessions.append(_SessionCond(f"source IN ({marks(len(sources))})", sources, True))
     if excluded:
-        conds.append(_in_sessions(f"source IN ({marks(len(excluded))})", False))
-        params += excluded
+        sessions.append(_SessionCond(f"source IN ({marks(len(excluded))})", excluded, False))
     if roles:
         conds.append(f"m.role IN ({marks(len(roles))})")
         params += roles
@@ -180,8 +237,8 @@ def _filters_of(
     if before is not None:
         conds.append("m.timestamp < ?")
         params.append(float(before))
-    conds += _session_flags(set(session_columns), archived, pinned)
-    return _Filters(
+    sessions += _session_flags(set(session_columns), archived, pinned)
+    filters = _Filters(
         sql=" AND ".join(conds) or "1",
         params=tuple(params),
         visible=" AND ".join(v.format(a="p") for v in visible) or "1",
@@ -189,18 +246,21 @@ def _filters_of(
         sources=tuple(sources),
         narrows=len(conds) > len(visible),
     )
+    return filters, tuple(sessions)
 
 
-def _session_flags(cols: set[str], archived: bool | None, pinned: bool | None) -> list[str]:
+def _session_flags(
+    cols: set[str], archived: bool | None, pinned: bool | None
+) -> list[_SessionCond]:
     """Return conditions on the hit's session: archived or not, pinned or not (None: either)."""
     conds = []
     for column, wanted in (("archived", archived), ("pinned", pinned)):
         if wanted is None:
             continue
         if column in cols:
-            conds.append(_in_sessions(f"COALESCE({column}, 0) <> 0", wanted))
+            conds.append(_SessionCond(f"COALESCE({column}, 0) <> 0", (), wanted))
         elif wanted:
-            conds.append("0")  # a layout without the column has no such sessions
+            conds.append(_SessionCond("0", (), True))  # a layout without the column has none
     return conds
 
 
@@ -409,9 +469,8 @@ def _trigram_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route:
         # answer whole, so no filter ever adds hits. It walks under the same budget as the
         # lookups: when the budget stops it, the answer says it is not complete.
         like_sql, like_params = query_like(query)
-        left_out = fts.trigram_left_out_superset("m")
-        check = f"{left_out} AND {like_sql} AND NOT ({cover})"
-        sources.append(_Source(None, ("1", ()), (check, like_params)))
+        check = f"{like_sql} AND NOT ({cover})"
+        sources.append(_Source(None, ("1", ()), (check, like_params), left_out=""))
     return _Route("trigram", _with_gap(sources, query, idx))
 
 
@@ -469,16 +528,32 @@ def _indexed_route(query: Query, idx: _Indexes, filters: _Filters) -> _Route | N
     return None
 
 
-def _routes(query: Query, idx: _Indexes, filters: _Filters) -> Iterator[_Route]:
+def _routes(
+    query: Query, idx: _Indexes, filters: _Filters, conn: sqlite3.Connection | None = None
+) -> Iterator[_Route]:
     """Yield the routes to try, in order: the next one serves when one finds nothing (each is
-    built only when it is reached: most searches end at the first).
+    built only when it is reached: most searches end at the first). Given conn, the search's
+    snapshot, each route comes bound to it (see _bound).
 
     The wanted terms choose the route; the exclusions are the same check on every one.
     """
     n = 0
     while (route := _route_at(query, idx, filters, n)) is not None:
-        yield route
+        yield route if conn is None else _bound(conn, route)
         n += 1
+
+
+def _bound(conn: sqlite3.Connection, route: _Route) -> _Route:
+    """Return the route with what its sources read of the sessions read once, on conn (the
+    search's snapshot), instead of by every statement of the walk."""
+    if not any(s.left_out == "" for s in route.sources):
+        return route
+    ids = [r[0] for r in conn.execute(fts.TRIGRAM_LEFT_OUT_SESSIONS)]
+    if not all(isinstance(i, str | int) for i in ids):
+        return route  # ids JSON cannot carry: the subquery
+    sessions = json.dumps(ids)
+    sources = [replace(s, left_out=sessions) if s.left_out == "" else s for s in route.sources]
+    return replace(route, sources=sources)
 
 
 @functools.lru_cache(maxsize=256)

@@ -247,19 +247,20 @@ def search_messages(
     if not parsed.wanted().groups or limit == 0:
         # Nothing wanted (only exclusions are no search: see query.query_problem).
         return SearchResult(ordering=sort, route="none")
-    filters = _filters(
-        store,
-        source_filter,
-        exclude_sources,
-        role_filter,
-        include_inactive,
-        after,
-        before,
-        archived=archived,
-        pinned=pinned,
-    )
     need = offset + limit
     with store.snapshot() as conn:
+        filters = _filters(
+            store,
+            source_filter,
+            exclude_sources,
+            role_filter,
+            include_inactive,
+            after,
+            before,
+            archived=archived,
+            pinned=pinned,
+            conn=conn,
+        )
         register_functions(conn)
         if hide is not None:
             parsed, filters = shown_matches(conn, parsed, filters, hide)
@@ -392,19 +393,20 @@ def count_matches(
     parsed = _parsed(query if isinstance(query, str) else "")
     if not parsed.wanted().groups:
         return MatchCount(0, True, "none")
-    filters = _filters(
-        store,
-        source_filter,
-        exclude_sources,
-        role_filter,
-        include_inactive,
-        after,
-        before,
-        archived=archived,
-        pinned=pinned,
-    )
     cap = max(1, int(cap))
     with store.snapshot() as conn:
+        filters = _filters(
+            store,
+            source_filter,
+            exclude_sources,
+            role_filter,
+            include_inactive,
+            after,
+            before,
+            archived=archived,
+            pinned=pinned,
+            conn=conn,
+        )
         register_functions(conn)
         idx = _indexes_of(store)
         with _Budget(conn, None, seconds=budget_s, should_stop=should_stop) as budget:
@@ -422,7 +424,7 @@ def _count_routes(
 ) -> tuple[int, str]:
     """Count as _find searches: the first route that matches anything (a scan if one fails)."""
     n, name = 0, "none"
-    for route in _routes(query, idx, filters):
+    for route in _routes(query, idx, filters, conn):
         try:
             n, name = _count_route(conn, route, filters, cap), route.name
         except sqlite3.DatabaseError as exc:

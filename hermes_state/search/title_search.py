@@ -4,7 +4,8 @@ A message search reads message text; a session's title is not in any message. A 
 a query when one of its OR-groups matches: every wanted term is in the title (its words, folded
 as the word index folds them, or its text as a substring, so `Travel plans` finds "Travel plans
 Osaka" and `ocker` finds "Fix Docker build") and no excluded term is (whole words, as a message
-exclusion; CJK anywhere). Titles are few (one a session), so they are matched in Python.
+exclusion; CJK anywhere). Titles are matched in Python, after a LIKE in SQL has passed over
+the ASCII titles that cannot match (a profile holds tens of thousands of titles).
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hermes_state.records.session_list import activity_sql, listing_conditions
-from hermes_state.search.query import Query, Term, fold, has_words, parse_query
+from hermes_state.search.query import (
+    Query,
+    Term,
+    fold,
+    has_words,
+    like_pattern,
+    parse_query,
+    term_words,
+)
 from hermes_state.store import cjk
 from hermes_state.store.sql import chunks, marks
 
@@ -45,6 +54,29 @@ def title_matches(title: str | None, query: Query) -> bool:
     return any(all(_has_term(title, folded, t) for t in g) for g in query.wanted().groups)
 
 
+def _ascii_title_filter(query: Query) -> tuple[str, list[str]] | None:
+    """Return SQL (on sessions s) false only for ASCII titles no OR-group can match, or None.
+
+    A wanted term matches a title only if the title's folded text holds the term's first word
+    (whole words or a substring alike). Folding ASCII text is lowering it, and LIKE ignores
+    ASCII case, so for an ASCII title LIKE decides that; other titles all go to Python.
+    """
+    groups: list[str] = []
+    params: list[str] = []
+    for group in query.wanted().groups:
+        likes: list[str] = []
+        for term in group:
+            words = term_words(term.text)
+            if words:
+                likes.append("s.title LIKE ? ESCAPE '\\'")
+                params.append(like_pattern(words[0]))
+        if not likes:
+            return None  # a group of wordless terms: only Python can tell
+        groups.append(" AND ".join(likes))
+    ascii_title = "length(CAST(s.title AS BLOB)) = length(s.title)"
+    return f"(NOT {ascii_title} OR ({') OR ('.join(groups)}))", params
+
+
 def search_titles(
     store: Store,
     text: str,
@@ -73,6 +105,10 @@ def search_titles(
         active_before=active_before,
     )
     where += ["s.id IS NOT NULL", "s.title IS NOT NULL", "s.title <> ''"]
+    ascii_filter = _ascii_title_filter(query)
+    if ascii_filter is not None:
+        where.append(ascii_filter[0])
+        params = [*params, *ascii_filter[1]]
     model = "s.model" if "model" in live else "NULL"
     sql = (
         f"SELECT s.id, s.title, s.source, {model} AS model, s.started_at "

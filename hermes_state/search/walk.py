@@ -117,11 +117,12 @@ def _source_select(
         head = (
             f"SELECT m.id{session}{rank} FROM {source.table} CROSS JOIN messages m ON m.id = {key}"
         )
-    where = [source.match[0], source.check[0], filters.sql]
+    check = source.condition()
+    where = [source.match[0], check[0], filters.sql]
     if source.window is not None:
         lo, hi = source.window
         where.append(f"m.id > {int(lo)} AND m.id <= {int(hi)}")
-    params = (*source.match[1], *source.check[1], *filters.params)
+    params = (*source.match[1], *check[1], *filters.params)
     return f"{head} WHERE {' AND '.join(where)}", key, params
 
 
@@ -282,8 +283,9 @@ def _rank(
     ids [low, high], a range the walk examined in full)."""
     assert source.table is not None
     table = source.table
-    where = f"{source.match[0]} AND {source.check[0]} AND {filters.sql}"
-    params: tuple[Any, ...] = (*source.match[1], *source.check[1], *filters.params)
+    check = source.condition()
+    where = f"{source.match[0]} AND {check[0]} AND {filters.sql}"
+    params: tuple[Any, ...] = (*source.match[1], *check[1], *filters.params)
     if span is not None:
         where += f" AND {table}.rowid BETWEEN ? AND ?"
         params += span
@@ -399,7 +401,7 @@ def _find(
 ) -> _Found:
     """Try the query's routes in order: the next one when one finds nothing, or fails."""
     found: _Found | None = None
-    for route in _routes(query, idx, filters):
+    for route in _routes(query, idx, filters, conn):
         try:
             found = _run(conn, route, filters, idx, sort, need, complete=complete, budget=budget)
         except sqlite3.DatabaseError as exc:

@@ -94,14 +94,16 @@ def _trigram_session(alias: str = "") -> str:
     return f"{q}source NOT IN ({excluded}) AND {delegate} IS NULL"
 
 
-def trigram_left_out_superset(alias: str = "m") -> str:
+TRIGRAM_LEFT_OUT_SESSIONS = f"SELECT id FROM sessions WHERE NOT COALESCE({_trigram_session()}, 0)"
+
+
+def trigram_left_out_superset(alias: str = "m", sessions: str | None = None) -> str:
     """SQL predicate over a messages row, true for every row an agent's substring index can leave
     out (tool output; cron, subagent and delegated sessions), and cheap: a scan tests it before
-    the exact check against the index's own view."""
-    return (
-        f"({alias}.role = 'tool' OR {alias}.session_id IN "
-        f"(SELECT id FROM sessions WHERE NOT COALESCE({_trigram_session()}, 0)))"
-    )
+    the exact check against the index's own view. ``sessions``: a SELECT of those sessions'
+    ids to use in place of TRIGRAM_LEFT_OUT_SESSIONS (such as one over a list read before)."""
+    ids = sessions or TRIGRAM_LEFT_OUT_SESSIONS
+    return f"({alias}.role = 'tool' OR {alias}.session_id IN ({ids}))"
 
 
 def _trigram_wants(row: str) -> str:

@@ -93,7 +93,7 @@ def _ready(part: _Part, query: Query) -> None:
     part.hides = None
     if hidden:
         part.filters = _hiding(part.filters, hidden)
-        part.routes = list(_routes(query, part.idx, part.filters))
+        part.routes = list(_routes(query, part.idx, part.filters, part.conn))
 
 
 def _year_end(year: str) -> float:
@@ -373,13 +373,13 @@ def _open_part(
     search_messages has it)."""
     conn = stack.enter_context(store.snapshot())
     register_functions(conn)
-    filters = _filters(store, archived=archived, pinned=pinned, **kwargs)
+    filters = _filters(store, archived=archived, pinned=pinned, conn=conn, **kwargs)
     if hide is not None:
         query, filters = shown_matches(conn, query, filters, hide)
     idx = _indexes_of(store)
     # A vault store's routes are built again with its hidden sessions when it is walked
     # (_ready); these give how many there are.
-    routes = list(_routes(query, idx, filters))
+    routes = list(_routes(query, idx, filters, conn))
     return _Part(year, store, conn, filters, idx, routes, hides=None if year is None else live)
 
 
@@ -524,7 +524,7 @@ def count_spanning(
             s.snapshot() as conn,
         ):
             register_functions(conn)
-            kept = _hiding(_filters(s, **kwargs), hidden_sessions(live, conn))
+            kept = _hiding(_filters(s, conn=conn, **kwargs), hidden_sessions(live, conn))
             with _Budget(conn, None, seconds=left, should_stop=should_stop) as budget:
                 try:
                     n, name = search._count_routes(conn, parsed, _indexes_of(s), kept, cap - total)
