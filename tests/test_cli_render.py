@@ -132,3 +132,29 @@ def test_wrap_keeps_the_style_of_each_piece() -> None:
 
 def test_display_width_counts_combining_marks_as_zero() -> None:
     assert layout.display_width("e\u0301") == 1 and layout.display_width("東") == 2
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])
+def test_local_time_per_minute_is_the_formatted_time_of_every_second(
+    zone: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transcript formats each minute once; across DST edges (Lord Howe moves 30 minutes,
+    Kolkata is +05:30) every second still shows its own local minute."""
+    import time
+    from datetime import datetime
+
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    monkeypatch.setattr(render, "_MINUTES", {})
+    monkeypatch.setattr(render, "_MINUTES_KEPT", 50)  # and the memo is emptied when full
+    try:
+        # US fall back 2026-11-01, Lord Howe back 2026-04-05 and forward 2025-10-05 (half hours)
+        edges = [1_793_512_800.0, 1_775_314_800.0, 1_759_591_800.0]
+        for edge in edges:
+            for ts in (edge + k * 7.3 for k in range(-1500, 1500)):
+                expected = datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
+                assert render.local_time(ts) == expected, ts
+        assert 0 < len(render._MINUTES) <= 50
+    finally:
+        monkeypatch.undo()
+        time.tzset()

@@ -20,7 +20,7 @@ from clitools import ANSI_ESCAPE, child, load_sample, pty_child, run, run_json
 from hermes_cli.commands.usage import periods_between
 from hermes_cli.rendering import records
 from hermes_state.records import messages, sessions
-from hermes_state.reports import usage
+from hermes_state.reports import usage, usage_report as usage_report_module
 from hermes_state.reports.usage_report import COUNTERS, FIGURES, UsageFilter, usage_report
 from hermes_state.store.connection import open_store
 
@@ -371,6 +371,24 @@ def test_stats_and_usage_share_every_figure(store_path: Path) -> None:
     assert [(t["id"], t["total_tokens"], t["cost_usd"]) for t in stats["top_sessions"]] == [
         (g["session_id"], g["total_tokens"], g["cost_usd"]) for g in by_session[:10]
     ]
+
+
+@pytest.mark.parametrize(
+    "flt",
+    [UsageFilter(), UsageFilter(since=MONDAY + DAY), UsageFilter(exclude_sessions=("s-cli",))],
+)
+def test_groupings_from_one_statement_equal_each_grouping_alone(
+    store_path: Path, flt: UsageFilter
+) -> None:
+    wanted = [("model", "cost", None), ("session", "tokens", 2), ("day", "cost", None)]
+    with open_store(store_path, read_only=True) as store:
+        together = usage_report_module.usage_groupings(store, wanted, flt)
+        alone = [
+            usage_report_module.usage_groups(store, by, flt, order=order, limit=limit)
+            for by, order, limit in wanted
+        ]
+    assert together == alone
+    assert len(together[1]) == 2 and all(together)
 
 
 # --- the command ----------------------------------------------------------------------------

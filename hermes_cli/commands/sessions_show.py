@@ -44,6 +44,12 @@ def _visible(
         yield m
 
 
+def _marked(message: dict[str, Any], year: str | None) -> dict[str, Any]:
+    """Mark a message just read (a dict of its own) with the vault store it came from."""
+    message["vault"] = year
+    return message
+
+
 SHOW_EXAMPLES = [
     "hermes sessions show 20261118_091502_a1c9e2",
     'hermes sessions show "Fix Docker build" --tail 20',
@@ -130,7 +136,7 @@ def show(
         row["message_count"], row["stored_message_count"] = counts.live, counts.stored
         older = [y for _part, y in parts[:-1]]
         rows: Iterable[dict[str, Any]] = _visible(
-            ({**m, "vault": part_year} for part, part_year in parts for m in read(part, sid)),
+            (_marked(m, part_year) for part, part_year in parts for m in read(part, sid)),
             include_all=include_all,
             roles=role,
         )

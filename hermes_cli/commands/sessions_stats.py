@@ -1,5 +1,6 @@
 """`hermes sessions stats` (counts per profile) and `recover` (a damaged store's sessions)."""
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,8 +16,9 @@ from hermes_cli.shared.options import (
 )
 
 
-def _stats_one(name: str, store: Any) -> dict[str, Any]:
-    """Return one profile's statistics over its stores: the live one and every vault year."""
+def _stats_one(name: str, store: Any, *, tables: bool = True) -> dict[str, Any]:
+    """Return one profile's statistics over its stores: the live one and every vault year
+    (``tables=False``: without the per-table row counts, which only machine output shows)."""
     from hermes_cli.shared import waiting
     from hermes_state.reports import stats as lib
     from hermes_state.vault import profile_stores
@@ -32,7 +34,7 @@ def _stats_one(name: str, store: Any) -> dict[str, Any]:
             "by_source": by_source,
             "by_model": across["by_model"],
             "top_sessions": across["top_sessions"],
-            "store": lib.store_stats(store),
+            "store": lib.store_stats(store, tables=tables),
         }
     )
     report["vault"] = across["vault"]
@@ -71,7 +73,9 @@ def stats(
 
     settings = setup(fmt, as_json, color, pager=not no_pager)
     if all_profiles:
-        reports, errors = stores.across_profiles(_stats_one)
+        reports, errors = stores.across_profiles(
+            functools.partial(_stats_one, tables=settings.machine)
+        )
         rows = [r for report in reports for r in records.stats_rows(report)]
         if output.emit(
             settings, {"profiles": reports, "errors": errors}, rows, records.STATS_ROW_KEYS
@@ -87,7 +91,7 @@ def stats(
     missing = False
     try:
         with stores.read_store() as store:
-            report = _stats_one(stores.profile_name(), store)
+            report = _stats_one(stores.profile_name(), store, tables=settings.machine)
     except StoreNotFoundError:
         report = _empty_stats(stores.profile_name(), stores.db_path())
         missing = True

@@ -126,12 +126,32 @@ def relative_time(ts: float | None, *, now: float | None = None) -> str:
     return local_time(ts, "%Y-%m-%d")
 
 
-def local_time(ts: float | None, fmt: str = "%Y-%m-%d %H:%M") -> str:
+MINUTE_FORMAT = "%Y-%m-%d %H:%M"
+_MINUTES: dict[int, str] = {}  # UTC minute -> its local MINUTE_FORMAT text (a transcript's times)
+_MINUTES_KEPT = 4096
+_WHOLE_MINUTE_OFFSETS = 1e9  # from 2001 every zone's UTC offset is whole minutes
+
+
+def local_time(ts: float | None, fmt: str = MINUTE_FORMAT) -> str:
     """Return ts as local `YYYY-MM-DD HH:MM`, or a dash when missing or out of range."""
     if not _finite(ts):
         return MISSING
+    if fmt is MINUTE_FORMAT and ts > _WHOLE_MINUTE_OFFSETS:  # type: ignore[operator]
+        # Every second of a UTC minute shows the same local minute: format each minute once.
+        minute = int(ts // 60)  # type: ignore[operator]
+        text = _MINUTES.get(minute)
+        if text is None:
+            if len(_MINUTES) >= _MINUTES_KEPT:
+                _MINUTES.clear()
+            text = _MINUTES[minute] = _format_time(ts, fmt)
+        return text
+    return _format_time(ts, fmt)
+
+
+def _format_time(ts: Any, fmt: str) -> str:
+    """Return ts formatted in local time, or `?` when the platform cannot represent it."""
     try:
-        return datetime.fromtimestamp(ts).strftime(fmt)  # type: ignore[arg-type]
+        return datetime.fromtimestamp(ts).strftime(fmt)
     except (OverflowError, OSError, ValueError):
         return "?"
 

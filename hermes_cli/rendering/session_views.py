@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from types import NoneType
 from typing import Any
 
 from hermes_cli.rendering import output, sanitize
@@ -108,9 +109,19 @@ def more_rows_hint(shown: int, offset: int, total: int, limit: int) -> None:
 
 
 def _role_label(row: Mapping[str, Any]) -> str:
-    role = sanitize.one_line(row.get("role") or "?")
-    tool = row.get("tool_name")
-    return f"{role} ({sanitize.one_line(tool)})" if tool else role
+    key = (row.get("role") or "?", row.get("tool_name"))
+    label = (
+        _ROLE_LABELS.get(key) if type(key[0]) is str and type(key[1]) in (str, NoneType) else None
+    )
+    if label is None:
+        role = sanitize.one_line(key[0])
+        label = f"{role} ({sanitize.one_line(key[1])})" if key[1] else role
+        if len(_ROLE_LABELS) < 1024:
+            _ROLE_LABELS[key] = label
+    return label
+
+
+_ROLE_LABELS: dict[tuple[Any, Any], str] = {}  # (role, tool name) -> label: a few hundred at most
 
 
 def _role_style(role: str) -> str | None:
@@ -262,11 +273,16 @@ def session_header(
 
 def _rule(head: list[tuple[str, str | None]], settings: output.Settings) -> str:
     """Return a message header line: `── user · 09:15 ─────` filled to the terminal width."""
+    if settings.width is None and not settings.color:
+        return "── " + "".join([t for t, _ in head])  # piped: no fill, no colour
     text = "── " + "".join(t for t, _ in head) + " "
     fill = ""
     if settings.width is not None:
         fill = "─" * max(0, settings.width - display_width(text))
     return paint_pieces([("── ", "dim"), *head, (" " + fill if fill else "", "dim")], settings)
+
+
+TRANSCRIPT_FLUSH = 256  # messages whose lines are written at once (a session can hold 100,000)
 
 
 def transcript(
@@ -276,6 +292,7 @@ def transcript(
     settings = output.current()
     if skipped:
         write(output.paint(f"… {skipped} earlier message(s) not shown", "dim", settings) + "\n")
+    out: list[str] = []  # written every TRANSCRIPT_FLUSH messages: one write a line cost more
     n = 0
     for msg in messages:
         n += 1
@@ -285,18 +302,29 @@ def transcript(
         thought = msg.get("reasoning") or msg.get("reasoning_content")
         if thought and not reasoning:
             head.append((" · reasoning hidden", "dim"))
-        write(_rule(head, settings) + "\n")
+        out.append(_rule(head, settings) + "\n")
         if thought and reasoning:
             text = sanitize.multiline(content_text(thought))
-            for line in text.split("\n"):
-                write(output.paint("│ " + line, "dim", settings) + "\n")
+            out.extend(
+                output.paint("│ " + line, "dim", settings) + "\n" for line in text.split("\n")
+            )
         body = content_text(msg.get("content"))
         if body:
-            lines = sanitize.multiline(body).split("\n")
-            # On a terminal a long line is wrapped at its width; piped, lines stay raw.
-            write(
-                "".join(part + "\n" for line in lines for part in wrap_text(line, settings.width))
-            )
-        for line in _tool_call_lines(msg.get("tool_calls"), settings):
-            write(output.paint(line, "dim", settings) + "\n")
+            safe = sanitize.multiline(body)
+            if settings.width is None:
+                out.append(safe + "\n")  # piped: lines stay raw
+            else:  # on a terminal a long line is wrapped at its width
+                out.extend(
+                    part + "\n"
+                    for line in safe.split("\n")
+                    for part in wrap_text(line, settings.width)
+                )
+        out.extend(
+            output.paint(line, "dim", settings) + "\n"
+            for line in _tool_call_lines(msg.get("tool_calls"), settings)
+        )
+        if n % TRANSCRIPT_FLUSH == 0:
+            write("".join(out))
+            out.clear()
+    write("".join(out))
     return n

@@ -64,35 +64,44 @@ def counts_by_source(store: Store) -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def store_stats(store: Store) -> dict[str, Any]:
-    """Return file sizes (db, WAL, SHM), page and freelist counts and per-table row counts."""
-    conn = store.conn
+def store_files(store: Store) -> dict[str, Any]:
+    """Return the store's path and file sizes (db, WAL, SHM) and their total."""
     files = {}
     for suffix in ("", "-wal", "-shm"):  # the keys stats reports: db, wal, shm
-        p = str(store.path) + suffix
         try:
-            files["db" if not suffix else suffix[1:]] = os.stat(p).st_size
+            size = os.stat(str(store.path) + suffix).st_size
         except FileNotFoundError:
-            files["db" if not suffix else suffix[1:]] = 0
-    tables = [
-        r[0]
-        for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
-            " AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
-        )
-    ]
-    # FTS5 shadow tables are derived data; count only real tables and the FTS tables themselves.
-    counts = {
-        t: int(conn.execute(f"SELECT COUNT(*) FROM {quote(t)}").fetchone()[0])
-        for t in tables
-        if not re.search(r"_(data|idx|content|docsize|config)$", t)
-        or not t.startswith("messages_fts")
-    }
+            size = 0
+        files["db" if not suffix else suffix[1:]] = size
+    return {"path": str(store.path), "files": files, "total_bytes": sum(files.values())}
+
+
+def store_stats(store: Store, *, tables: bool = True) -> dict[str, Any]:
+    """Return file sizes (db, WAL, SHM), page and freelist counts and per-table row counts
+    (``tables=False``: no counts, an empty ``tables``; counting a big store takes a while)."""
+    conn = store.conn
+    counts: dict[str, int] = {}
+    if tables:
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+                " AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name"
+            )
+        ]
+        # FTS5 shadow tables are derived data; count only real tables and the FTS tables.
+        counts = {
+            t: int(conn.execute(f"SELECT COUNT(*) FROM {quote(t)}").fetchone()[0])
+            for t in names
+            if not re.search(r"_(data|idx|content|docsize|config)$", t)
+            or not t.startswith("messages_fts")
+        }
+    files = store_files(store)
     return {
-        "path": str(store.path),
+        "path": files["path"],
         "schema_version": stored_version(conn),
-        "files": files,
-        "total_bytes": sum(files.values()),
+        "files": files["files"],
+        "total_bytes": files["total_bytes"],
         "page_size": conn.execute("PRAGMA page_size").fetchone()[0],
         "page_count": conn.execute("PRAGMA page_count").fetchone()[0],
         "freelist_count": conn.execute("PRAGMA freelist_count").fetchone()[0],

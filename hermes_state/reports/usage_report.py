@@ -300,18 +300,56 @@ def usage_groups(
     )
     if limit is not None:
         # The same order as _order_key, in SQL: a top 10 of 30,000 sessions sorts no dicts.
-        if by in PERIODS:
-            ordering = "g"
-        elif order == "tokens":
-            ordering = "total_tokens DESC, cost_usd IS NULL, cost_usd DESC, g"
-        else:
-            ordering = "cost_usd IS NULL, cost_usd DESC, total_tokens DESC, g"
-        sql += f" ORDER BY {ordering} LIMIT ?"
+        sql += f" ORDER BY {_ordering_sql(by, order)} LIMIT ?"
         params.append(max(0, int(limit)))
     groups = sorted(_groups(by, store.conn.execute(sql, params)), key=_order_key(by, order))
     if by == "session":
         _add_session_columns(store, groups)
     return groups
+
+
+def usage_groupings(
+    store: Store,
+    wanted: Sequence[tuple[str, str, int | None]],
+    flt: UsageFilter | None = None,
+) -> list[list[dict[str, Any]]]:
+    """Return the groups of several groupings, each (by, order, limit) as usage_groups gives
+    them, from one statement: the records (and the check of every session's counters against
+    its usage rows) are worked out once for all of them."""
+    for by, _order, _limit in wanted:
+        _check_grouping(by)
+    where, params = _where(flt)
+    records = records_sql(store).replace("records AS (", "records AS MATERIALIZED (")
+    arms: list[str] = []
+    values: list[Any] = []
+    for n, (by, order, limit) in enumerate(wanted):
+        arm = (
+            f"SELECT {_KEY_SQL[by]} AS g, {_figures_sql()} FROM records r WHERE {where} GROUP BY g"
+        )
+        values += params
+        if limit is not None:
+            arm += f" ORDER BY {_ordering_sql(by, order)} LIMIT ?"
+            values.append(max(0, int(limit)))
+        arms.append(f"SELECT {n} AS part, * FROM ({arm})")
+    with store.snapshot():
+        rows = store.conn.execute(f"{records} {' UNION ALL '.join(arms)}", values).fetchall()
+        out = []
+        for n, (by, order, _limit) in enumerate(wanted):
+            groups = _groups(by, [r for r in rows if r["part"] == n])
+            groups.sort(key=_order_key(by, order))
+            if by == "session":
+                _add_session_columns(store, groups)
+            out.append(groups)
+    return out
+
+
+def _ordering_sql(by: str, order: str) -> str:
+    """Return _order_key's order as an ORDER BY over groups (so a LIMIT keeps the same top)."""
+    if by in PERIODS:
+        return "g"
+    if order == "tokens":
+        return "total_tokens DESC, cost_usd IS NULL, cost_usd DESC, g"
+    return "cost_usd IS NULL, cost_usd DESC, total_tokens DESC, g"
 
 
 def _check_grouping(by: str) -> None:

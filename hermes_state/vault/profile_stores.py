@@ -230,11 +230,14 @@ def usage_across(
 
 def stats_across(live: Store, home: Path, waiting: Waiting = NO_WAITING) -> dict[str, Any]:
     """Return `sessions stats`' figures over the profile's stores: sessions and messages by
-    source, usage by model, the top sessions by tokens; plus what the vault holds."""
+    source, usage by model, the top sessions by tokens; plus what the vault holds. A vault
+    store's stale copy of a live session is not counted twice."""
     by_source: dict[str, dict[str, Any]] = {}
     vault: dict[str, Any] = {"years": [], "sessions": 0, "messages": 0, "bytes": 0}
+    models: list[list[dict[str, Any]]] = []
+    tops: list[list[dict[str, Any]]] = []
     with _each_store(live, home, waiting) as stores:
-        for year, store, _stale in stores:
+        for year, store, stale in stores:
             for row in stats.counts_by_source(store):
                 slot = by_source.setdefault(
                     row["source"],
@@ -247,20 +250,21 @@ def stats_across(live: Store, home: Path, waiting: Waiting = NO_WAITING) -> dict
                     vault["messages"] += row["stored_messages"]
             if year is not None:
                 vault["years"].append(year)
-                vault["bytes"] += stats.store_stats(store)["total_bytes"]
-        top = usage_report.merge_groups(
-            "session",
-            [
-                usage_report.usage_groups(s, "session", order="tokens", limit=10)
-                for _y, s, _st in stores
-            ],
-            order="tokens",
-        )[:10]
-    models = usage_across(live, home, "model", waiting=waiting).groups
+                vault["bytes"] += stats.store_files(store)["total_bytes"]
+            by_model, top = usage_report.usage_groupings(
+                store,
+                [("model", "cost", None), ("session", "tokens", 10)],
+                usage_report.UsageFilter(exclude_sessions=stale),
+            )
+            models.append(by_model)
+            tops.append(top)
     return {
         "by_source": sorted(by_source.values(), key=lambda r: (-r["sessions"], str(r["source"]))),
-        "by_model": [stats.model_row(g) for g in models],
-        "top_sessions": [stats.top_session_row(g) for g in top],
+        "by_model": [stats.model_row(g) for g in usage_report.merge_groups("model", models)],
+        "top_sessions": [
+            stats.top_session_row(g)
+            for g in usage_report.merge_groups("session", tops, order="tokens")[:10]
+        ],
         "vault": vault,
     }
 
