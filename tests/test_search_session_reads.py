@@ -159,3 +159,15 @@ def test_title_prefilter_keeps_every_title_python_matches(
     if parsed.wanted().groups:
         expected = {f"t{n}" for n, t in enumerate(titles) if title_matches(t, parsed)}
     assert found == expected
+
+
+def test_an_unchanged_store_is_not_read_again_and_a_changed_one_is(store: Store) -> None:
+    search_messages(store, "quetzal", archived=False)
+    reads = _sessions_reads(store)
+    again = search_messages(store, "quetzal", archived=False, limit=1000)
+    assert not [s for s in reads if "COALESCE(archived" in s]  # kept: nothing changed
+    with open_store(store.path) as other:  # another connection archives a session
+        sessions.set_session_archived(other, "s01", True)
+    after = search_messages(store, "quetzal", archived=False, limit=1000)
+    assert [s for s in reads if "COALESCE(archived" in s]
+    assert {h["session_id"] for h in again} - {h["session_id"] for h in after} == {"s01"}

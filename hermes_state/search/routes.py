@@ -11,7 +11,7 @@ import json
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from hermes_state.search.query import (
@@ -67,6 +67,10 @@ class _Indexes:
     cjk_pending: int
     min_id: int
     max_id: int
+    # The sessions the sessions table names for a search (a session condition, the sessions an
+    # agent's substring index leaves out), read once for as long as this report stands: it is
+    # kept per store until the store changes (_indexes_of).
+    session_sets: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -138,21 +142,26 @@ class _SessionCond:
         sql = f"m.session_id IN (SELECT id FROM sessions WHERE {self.where})"
         return (sql if self.keep else f"({sql}) IS NOT 1"), self.params
 
-    def resolved(self, conn: sqlite3.Connection) -> _Sql | None:
-        """Return the condition over the sessions it names, read once on conn (None: it keeps
-        every message); the subquery when they are many or have ids json cannot carry.
+    def resolved(self, conn: sqlite3.Connection, kept: dict[Any, Any]) -> _Sql | None:
+        """Return the condition over the sessions it names, read on conn (None: it keeps every
+        message); the subquery when they are many or have ids json cannot carry. ``kept``
+        holds what was read before while the store has not changed (_Indexes.session_sets).
 
         A search runs many statements (a walk's windows, its hits, its counts); the subquery
         would scan every session row once for each of them.
         """
-        rows = conn.execute(f"SELECT id FROM sessions WHERE {self.where}", self.params)
-        ids = [r[0] for r in rows.fetchmany(INLINE_SESSIONS + 1)]
-        if len(ids) > INLINE_SESSIONS or not all(isinstance(i, str | int) for i in ids):
+        key = ("condition", self.where, self.params)
+        if key not in kept:
+            rows = conn.execute(f"SELECT id FROM sessions WHERE {self.where}", self.params)
+            ids = [r[0] for r in rows.fetchmany(INLINE_SESSIONS + 1)]
+            many = len(ids) > INLINE_SESSIONS or not all(isinstance(i, str | int) for i in ids)
+            kept[key] = None if many else json.dumps(ids)
+        if kept[key] is None:
             return self.subquery()
-        if not ids:
+        if kept[key] == "[]":
             return None if not self.keep else ("0", ())
         sql = "m.session_id IN (SELECT value FROM json_each(?))"
-        return (sql if self.keep else f"({sql}) IS NOT 1"), (json.dumps(ids),)
+        return (sql if self.keep else f"({sql}) IS NOT 1"), (kept[key],)
 
 
 def _filters(
@@ -184,8 +193,9 @@ def _filters(
     )
     conds = [base.sql] if base.sql != "1" else []
     params = list(base.params)
+    kept = _indexes_of(store).session_sets if conn is not None else {}
     for cond in sessions:
-        sql = cond.subquery() if conn is None else cond.resolved(conn)
+        sql = cond.subquery() if conn is None else cond.resolved(conn, kept)
         if sql is not None:
             conds.append(sql[0])
             params += sql[1]
@@ -539,19 +549,22 @@ def _routes(
     """
     n = 0
     while (route := _route_at(query, idx, filters, n)) is not None:
-        yield route if conn is None else _bound(conn, route)
+        yield route if conn is None else _bound(conn, route, idx)
         n += 1
 
 
-def _bound(conn: sqlite3.Connection, route: _Route) -> _Route:
-    """Return the route with what its sources read of the sessions read once, on conn (the
-    search's snapshot), instead of by every statement of the walk."""
+def _bound(conn: sqlite3.Connection, route: _Route, idx: _Indexes) -> _Route:
+    """Return the route with what its sources read of the sessions read on conn (the search's
+    snapshot; once while the store is unchanged), instead of by every statement of the walk."""
     if not any(s.left_out == "" for s in route.sources):
         return route
-    ids = [r[0] for r in conn.execute(fts.TRIGRAM_LEFT_OUT_SESSIONS)]
-    if not all(isinstance(i, str | int) for i in ids):
+    if "left_out" not in idx.session_sets:
+        ids = [r[0] for r in conn.execute(fts.TRIGRAM_LEFT_OUT_SESSIONS)]
+        carried = all(isinstance(i, str | int) for i in ids)
+        idx.session_sets["left_out"] = json.dumps(ids) if carried else None
+    sessions = idx.session_sets["left_out"]
+    if sessions is None:
         return route  # ids JSON cannot carry: the subquery
-    sessions = json.dumps(ids)
     sources = [replace(s, left_out=sessions) if s.left_out == "" else s for s in route.sources]
     return replace(route, sources=sources)
 
