@@ -54,7 +54,7 @@ _hermes() {
         esac
         candidate="${cmdpath:+$cmdpath }$word"
         case "$candidate" in
-            "restore" | "replicate" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions resume-command" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
+            "restore" | "replicate" | "usage" | "watch" | "mcp" | "sessions" | "sessions list" | "sessions search" | "sessions browse" | "sessions resume-command" | "sessions show" | "sessions export" | "sessions import" | "sessions delete" | "sessions rename" | "sessions pin" | "sessions unpin" | "sessions archive" | "sessions unarchive" | "sessions prune" | "sessions stats" | "sessions recover" | "db" | "db path" | "db lockowners" | "db check" | "db optimize" | "db migrate" | "db cjk-index" | "profile" | "profile list" | "profile show" | "profile use" | "profile create" | "profile delete" | "vault" | "vault move" | "vault return" | "vault list" | "vault check" | "backup" | "backup list" | "completion" | "completion show" | "completion install") cmdpath="$candidate" ;;
             *) npos=$((npos + 1)) ;;
         esac
     done
@@ -178,12 +178,13 @@ _hermes() {
         "sessions prune") opts="--older-than --until --since --source --exclude-source --dry-run --compact --yes -y --force --json -h --help -p --profile" ;;
         "sessions stats") opts="--all-profiles --format --json --color --no-pager -h --help -p --profile" ;;
         "sessions recover") opts="--to --from --allow-partial --report --json -h --help -p --profile" ;;
-        "db") opts="-h --help -p --profile"; subs="path lockowners check optimize migrate" ;;
+        "db") opts="-h --help -p --profile"; subs="path lockowners check optimize migrate cjk-index" ;;
         "db path") opts="--format --json --color -h --help -p --profile" ;;
         "db lockowners") opts="--format --json --color -h --help -p --profile" ;;
         "db check") opts="--format --json --color -h --help -p --profile" ;;
         "db optimize") opts="--force --reindex --json -h --help -p --profile" ;;
         "db migrate") opts="--force --json -h --help -p --profile" ;;
+        "db cjk-index") opts="--json -h --help -p --profile"; args=("=on,off") ;;
         "profile") opts="-h --help -p --profile"; subs="list show use create delete" ;;
         "profile list") opts="--format --json --color -h --help -p --profile" ;;
         "profile show") opts="--format --json --color -h --help -p --profile"; args=("profiles") ;;

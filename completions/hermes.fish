@@ -2,7 +2,7 @@
 # Install: hermes completion install fish (or copy this file to
 # ~/.config/fish/completions/hermes.fish).
 
-set -g __hermes_known 'restore' 'replicate' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions resume-command' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
+set -g __hermes_known 'restore' 'replicate' 'usage' 'watch' 'mcp' 'sessions' 'sessions list' 'sessions search' 'sessions browse' 'sessions resume-command' 'sessions show' 'sessions export' 'sessions import' 'sessions delete' 'sessions rename' 'sessions pin' 'sessions unpin' 'sessions archive' 'sessions unarchive' 'sessions prune' 'sessions stats' 'sessions recover' 'db' 'db path' 'db lockowners' 'db check' 'db optimize' 'db migrate' 'db cjk-index' 'profile' 'profile list' 'profile show' 'profile use' 'profile create' 'profile delete' 'vault' 'vault move' 'vault return' 'vault list' 'vault check' 'backup' 'backup list' 'completion' 'completion show' 'completion install'
 set -g __hermes_value_flags --after-id --as --at --by --chart --color --count --endpoint --exclude-source --fields --follow --format --from --interval --keep --limit --machine --model --newer-than --offset --older-than --on-conflict --on-title-clash --output --print --report --role --session-id --since --sort --source --tail --title --to --until --wait -n -o
 
 # The -p NAME on the line, as arguments for hermes (empty when there is none).
@@ -275,6 +275,7 @@ complete -c hermes -n '__hermes_at \'db\'' -a lockowners -d 'Show which processe
 complete -c hermes -n '__hermes_at \'db\'' -a check -d 'Check integrity, foreign keys, search indexes, schema version and file modes (read-only).'
 complete -c hermes -n '__hermes_at \'db\'' -a optimize -d 'Merge search-index segments and VACUUM to give space back to the file system.'
 complete -c hermes -n '__hermes_at \'db\'' -a migrate -d 'Create or upgrade this profile\'s store to schema 31 (the agent must be stopped).'
+complete -c hermes -n '__hermes_at \'db\'' -a cjk-index -d 'Show, or turn on or off, hermes\' index of 1- and 2-character CJK words (東京, 会議).'
 complete -c hermes -n '__hermes_at \'db\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'db path\'' -l format -x -a 'table json jsonl csv tsv' -d 'Output format: table (for people; the default), json (one document), jsonl (one record per line), csv (RFC 4180, with a header line) or tsv (a header line, then one record per line; tab, newline and backslash written as \\t, \\n, \\\\). Keys: see hermes(1).'
 complete -c hermes -n '__hermes_at \'db path\'' -l json -d 'Same as --format json.'
@@ -295,6 +296,9 @@ complete -c hermes -n '__hermes_at \'db optimize\'' -s h -l help -d 'Show the he
 complete -c hermes -n '__hermes_at \'db migrate\'' -l force -d 'Proceed even while another process holds the store.'
 complete -c hermes -n '__hermes_at \'db migrate\'' -l json -d 'Print the result as one JSON document on stdout, and nothing else.'
 complete -c hermes -n '__hermes_at \'db migrate\'' -s h -l help -d 'Show the help and exit.'
+complete -c hermes -n '__hermes_arg \'db cjk-index\' 0' -a 'on off'
+complete -c hermes -n '__hermes_at \'db cjk-index\'' -l json -d 'Print the result as one JSON document on stdout, and nothing else.'
+complete -c hermes -n '__hermes_at \'db cjk-index\'' -s h -l help -d 'Show the help and exit.'
 complete -c hermes -n '__hermes_at \'profile\'' -a list -d 'List profiles: name, whether active, the disk each part takes, and where it lives.'
 complete -c hermes -n '__hermes_at \'profile\'' -a show -d 'Show one profile: its home, store file and whether it is the sticky choice.'
 complete -c hermes -n '__hermes_at \'profile\'' -a use -d 'Make a profile the sticky default for later commands.'

@@ -118,7 +118,7 @@ LAYERS: list[set[str]] = [
         "import_batch",
         "title_search",
     },
-    {"migrate"},
+    {"migrate", "cjk_index"},
     {"profile_stores"},
     {
         "gateway",

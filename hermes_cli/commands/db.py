@@ -1,5 +1,6 @@
 """`hermes db …`: where the store is, who holds it, integrity checks, space reclaim, migration."""
 
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -149,3 +150,59 @@ def migrate(force: ForceFlag = False, as_json: JsonFlag = False) -> None:
         render.emit_json(outcome.to_dict())
         return
     store_views.migrate_result(outcome)
+
+
+class Switch(StrEnum):
+    """What `db cjk-index` turns the index to."""
+
+    on = "on"
+    off = "off"
+
+
+@command(
+    app,
+    "cjk-index",
+    examples=["hermes db cjk-index", "hermes db cjk-index off", "hermes db cjk-index on --json"],
+)
+def cjk_index(
+    switch: Annotated[
+        Switch | None,
+        typer.Argument(
+            metavar="[on|off]",
+            help="Turn the index on or off; without it, say where the index stands.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Show, or turn on or off, hermes' index of 1- and 2-character CJK words (東京, 会議).
+
+    The index is hermes' own addition to the store (about 7 % of the size of the message
+    text). Off, it is dropped, and no later migration adds it back; CJK words are then found
+    by the agent's substring index (3 or more characters) or by a scan, which on a big store
+    stops at the search's work budget (--all searches every message). `db optimize` gives the
+    freed pages back to the file system. On, it is created and filled from every message.
+    """
+    from hermes_cli.shared import stores
+    from hermes_state.upkeep import cjk_index as lib
+
+    if switch is None:
+        with stores.read_store() as store:
+            state = lib.cjk_index_state(store)
+        if as_json:
+            render.emit_json(state.to_dict())
+            return
+        store_views.cjk_index_state(state)
+        return
+    with stores.write_store() as store, render.progress("Indexing CJK words") as bar:
+        total: list[int] = []  # the messages left at the first step: the bar's length
+
+        def step(left: int) -> None:
+            total[:] = total or [left]
+            bar.set(completed=max(0, total[0] - left), total=total[0])
+
+        change = lib.set_cjk_index(store, switch is Switch.on, on_progress=step)
+    if as_json:
+        render.emit_json(change.to_dict())
+        return
+    store_views.cjk_index_change(change)

@@ -253,6 +253,42 @@ def migrate_result(outcome: Any) -> None:
     echo("Compatible with: " + ", ".join(result.compatible_releases) + ".")
 
 
+def cjk_index_state(state: Any) -> None:
+    """Print where the CJK index stands: on or off, its size, how far it has indexed."""
+    if not state.installed:
+        why = "turned off (no migration adds it back)" if state.off else "not in this store"
+        echo(f"CJK index: off, {why}.")
+        echo("Hint: `hermes db cjk-index on` creates it and indexes every message.", err=True)
+        return
+    size = "size unknown (no dbstat here)"
+    if state.index_bytes is not None:
+        share = state.index_bytes / state.file_bytes if state.file_bytes else 0.0
+        size = f"{human_bytes(state.index_bytes)}, {share:.1%} of the file"
+    behind = f"; {state.behind:,} message(s) not indexed yet" if state.behind else ""
+    echo(f"CJK index: on ({size}){behind}.")
+
+
+def cjk_index_change(change: Any) -> None:
+    """Print what `db cjk-index on|off` did."""
+    after = change.after
+    if not after.installed:
+        if not change.changed:
+            echo("CJK index: already off.")
+            return
+        freed = change.before.index_bytes
+        echo(
+            "CJK index: turned off"
+            + (f"; {human_bytes(freed)} of pages are free." if freed else ".")
+        )
+        echo("Hint: `hermes db optimize` gives the free pages back to the file system.", err=True)
+        return
+    if not change.changed:
+        echo("CJK index: already on.")
+    else:
+        echo("CJK index: turned on; every message is indexed.")
+    cjk_index_state(after)
+
+
 def lock_report(report: Any) -> None:
     """Print who holds locks on, or has open, the store files."""
     where = display_hermes_home(report.db_path)

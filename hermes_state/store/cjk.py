@@ -35,6 +35,7 @@ log = logging.getLogger("hermes_state")
 TABLE = "hermes_cjk"
 PENDING_TABLE = "hermes_cjk_pending"
 HIGH_WATER_KEY = "hermes_cjk_high_water"
+OFF_KEY = "hermes_cjk_off"  # set: the owner turned the index off; migrations leave it out
 TRIGGERS = ("hermes_cjk_insert", "hermes_cjk_delete", "hermes_cjk_update")
 AFTER_APPEND_MAX_ROWS = 20_000  # catch-up bound per append transaction
 AFTER_APPEND_MAX_PENDING = 200
@@ -197,6 +198,31 @@ def install(conn: sqlite3.Connection) -> bool:
             conn.execute(DDL[name])
     meta.put(conn, HIGH_WATER_KEY, 0)
     return True
+
+
+def is_off(conn: sqlite3.Connection) -> bool:
+    """Tell whether the store's owner turned this index off (`hermes db cjk-index off`)."""
+    return bool(meta.get_int(conn, OFF_KEY))
+
+
+def uninstall(conn: sqlite3.Connection) -> bool:
+    """Drop the index, its queue and triggers, and mark it off so no migration brings it back
+    (caller's write transaction); tell whether there was anything to drop."""
+    have = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    for name in TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    conn.execute(f"DROP TABLE IF EXISTS {PENDING_TABLE}")
+    meta.delete(conn, HIGH_WATER_KEY)
+    meta.put(conn, OFF_KEY, 1)
+    return bool(have & set(DDL))
+
+
+def turn_on(conn: sqlite3.Connection) -> bool:
+    """Clear the off mark and create the index, empty (caller's write transaction; catch-up
+    fills it); tell whether anything was created."""
+    meta.delete(conn, OFF_KEY)
+    return install(conn)
 
 
 def remove_legacy(conn: sqlite3.Connection) -> bool:

@@ -428,7 +428,7 @@ def install_additions(conn: sqlite3.Connection) -> str | None:
         if name not in have:
             conn.execute(ddl)
             did.append(name)
-    if cjk.install(conn):
+    if not cjk.is_off(conn) and cjk.install(conn):
         did.append(cjk.TABLE)
         if fts.max_id(conn) <= fts.INLINE_REBUILD_MAX_ROWS:
             cjk.catch_up(conn)

@@ -8,7 +8,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -184,11 +184,14 @@ def _refuse_if_shared(store: Store, force: bool, what: str) -> list[str]:
     return others
 
 
-def _catch_up_cjk(store: Store) -> None:
-    """Index every row the CJK index has not seen yet, in bounded transactions."""
+def _catch_up_cjk(store: Store, on_progress: Callable[[int], None] | None = None) -> None:
+    """Index every row the CJK index has not seen yet, in bounded transactions (on_progress:
+    how many are left, before each)."""
     from hermes_state.store import cjk
 
-    while store.write(lambda conn: cjk.status(conn).behind > 0):
+    while left := store.write(lambda conn: cjk.status(conn).behind):
+        if on_progress is not None:
+            on_progress(left)
         store.write(
             lambda conn: cjk.catch_up(
                 conn, max_rows=fts.REBUILD_CHUNK, max_pending=fts.REBUILD_CHUNK
