@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from hermes_state.store import guard, journal, layout, migrations, releases, schema
+from hermes_state.store import guard, journal, layout, releases, schema
 from hermes_state.store.errors import (
     HermesStateError,
     NotAHermesStoreError,
@@ -423,6 +423,8 @@ def _create_new_store(path: Path) -> None:
         conn.execute("PRAGMA foreign_keys=ON")
 
         def lay_out() -> None:
+            from hermes_state.store import migrations  # writers only: reads never load it
+
             if schema_is_empty(conn):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -523,6 +525,8 @@ def _open_writable(
             # A number no release writes: read only, as a newer unknown number is.
             store.refusal = _schema_refusal(path, found)
         elif kind != "current" and (role == "agent" or kind == "not_hermes"):
+            from hermes_state.store import migrations  # writers only: reads never load it
+
             store.write(migrations.migrate)
             store.layout = inspect_layout(conn)
             store.forget_columns()
