@@ -64,6 +64,7 @@ NOT_CONVERSATIONS = {
     "db check",
     "db optimize",
     "db migrate",
+    "db cjk-index",
     "profile list",
     "profile show",
     "profile use",
