@@ -30,6 +30,7 @@ from hermes_state.search import search, walk as search_walk
 from hermes_state.search.hits import HITS_PER_STATEMENT, _hits
 from hermes_state.search.query import Query, parse_query, register_functions, tame_prefixes
 from hermes_state.search.routes import (
+    _bound,
     _filters,
     _indexes_of,
     _routes,
@@ -93,7 +94,7 @@ def _ready(part: _Part, query: Query) -> None:
     part.hides = None
     if hidden:
         part.filters = _hiding(part.filters, hidden)
-        part.routes = list(_routes(query, part.idx, part.filters, part.conn))
+        part.routes = list(_routes(query, part.idx, part.filters))
 
 
 def _year_end(year: str) -> float:
@@ -141,6 +142,7 @@ def _walk_part(
     """Walk one route of one store as _run does, keeping every candidate's source;
     only ids beyond bound (newer, or older for sort="oldest") when given."""
     rankable = sort == "rank" and route.sources[0].rankable
+    route = _bound(part.conn, route, part.idx)  # only a route that is walked reads sessions
     idx = part.idx
     if bound is not None:
         idx = replace(idx, max_id=bound - 1) if sort == "oldest" else replace(idx, min_id=bound + 1)
@@ -379,7 +381,7 @@ def _open_part(
     idx = _indexes_of(store)
     # A vault store's routes are built again with its hidden sessions when it is walked
     # (_ready); these give how many there are.
-    routes = list(_routes(query, idx, filters, conn))
+    routes = list(_routes(query, idx, filters))  # bound to the snapshot when walked
     return _Part(year, store, conn, filters, idx, routes, hides=None if year is None else live)
 
 
