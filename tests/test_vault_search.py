@@ -252,3 +252,20 @@ def test_search_help_states_the_vault_rules() -> None:
 
 def test_varints_decode_sqlite_format() -> None:
     assert vault_bm25.varints(bytes([0x05, 0x81, 0x00, 0x7F])) == [5, 128, 127]
+
+
+def test_only_a_walked_substring_route_reads_the_left_out_sessions(
+    stores: tuple[Store, Store],
+) -> None:
+    live, combined = stores
+    reads: list[str] = []
+    live.conn.set_trace_callback(lambda sql: reads.append(sql) if "_delegate_from" in sql else None)
+    word = vault_search.search_spanning(live, home(), "docker", limit=50)
+    assert word.route == "word" and not reads  # listed, never walked: never read
+    found = vault_search.search_spanning(live, home(), "ocke", limit=200, sort="newest")
+    live.conn.set_trace_callback(None)
+    assert found.route == "trigram" and len(reads) == 1
+    one = search.search_messages(combined, "ocke", limit=200, sort="newest")
+    assert _ids(found) == _ids(one) and found
+    cron = {f"s{n:02d}" for n in range(0, 24, 5)}  # their rows are left out of the index
+    assert cron & {h["session_id"] for h in found}
