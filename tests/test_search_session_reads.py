@@ -171,3 +171,30 @@ def test_an_unchanged_store_is_not_read_again_and_a_changed_one_is(store: Store)
     after = search_messages(store, "quetzal", archived=False, limit=1000)
     assert [s for s in reads if "COALESCE(archived" in s]
     assert {h["session_id"] for h in again} - {h["session_id"] for h in after} == {"s01"}
+
+
+def test_a_session_id_that_is_not_text_keeps_the_subquery(db_path: Path) -> None:
+    """A foreign writer stored a session id as a BLOB: a json list of ids cannot name it, so
+    the condition stays the subquery, which compares it as the column does."""
+    with open_store(db_path) as handle:
+        sessions.create_session(handle, "text-id", "cli")
+        messages.append_message(handle, "text-id", "user", "quetzal in a text session")
+        handle.write(
+            lambda c: c.execute(
+                "INSERT INTO sessions (id, source, started_at, archived) "
+                "VALUES (x'626c6f62', 'cli', 1.0, 1)"
+            )
+        )
+        handle.write(
+            lambda c: c.execute(
+                "INSERT INTO messages (session_id, role, content, timestamp) "
+                "VALUES (x'626c6f62', 'user', 'quetzal in a blob session', 2.0)"
+            )
+        )
+        with handle.snapshot() as conn:
+            kept = routes._filters(handle, None, None, None, False, archived=False, conn=conn)
+        assert "IN (SELECT id FROM sessions WHERE COALESCE(archived, 0) <> 0)" in kept.sql
+        found = search_messages(handle, "quetzal", archived=False, limit=10)
+        assert [h["session_id"] for h in found] == ["text-id"]
+        both = search_messages(handle, "quetzal", archived=None, limit=10)
+        assert len(both) == 2

@@ -144,8 +144,9 @@ class _SessionCond:
 
     def resolved(self, conn: sqlite3.Connection, kept: dict[Any, Any]) -> _Sql | None:
         """Return the condition over the sessions it names, read on conn (None: it keeps every
-        message); the subquery when they are many or have ids json cannot carry. ``kept``
-        holds what was read before while the store has not changed (_Indexes.session_sets).
+        message); the subquery when they are many, or when an id is not text (a json list would
+        not compare as the column does). ``kept`` holds what was read before while the store
+        has not changed (_Indexes.session_sets).
 
         A search runs many statements (a walk's windows, its hits, its counts); the subquery
         would scan every session row once for each of them.
@@ -154,7 +155,7 @@ class _SessionCond:
         if key not in kept:
             rows = conn.execute(f"SELECT id FROM sessions WHERE {self.where}", self.params)
             ids = [r[0] for r in rows.fetchmany(INLINE_SESSIONS + 1)]
-            many = len(ids) > INLINE_SESSIONS or not all(isinstance(i, str | int) for i in ids)
+            many = len(ids) > INLINE_SESSIONS or not all(isinstance(i, str) for i in ids)
             kept[key] = None if many else json.dumps(ids)
         if kept[key] is None:
             return self.subquery()
@@ -560,11 +561,11 @@ def _bound(conn: sqlite3.Connection, route: _Route, idx: _Indexes) -> _Route:
         return route
     if "left_out" not in idx.session_sets:
         ids = [r[0] for r in conn.execute(fts.TRIGRAM_LEFT_OUT_SESSIONS)]
-        carried = all(isinstance(i, str | int) for i in ids)
+        carried = all(isinstance(i, str) for i in ids)
         idx.session_sets["left_out"] = json.dumps(ids) if carried else None
     sessions = idx.session_sets["left_out"]
     if sessions is None:
-        return route  # ids JSON cannot carry: the subquery
+        return route  # an id that is not text: the subquery compares it as the column does
     sources = [replace(s, left_out=sessions) if s.left_out == "" else s for s in route.sources]
     return replace(route, sources=sources)
 
