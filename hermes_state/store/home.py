@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping, MutableMapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -174,6 +172,8 @@ def set_active_profile(name: str) -> None:
         return
     if not _profile_dir(root, name).is_dir():
         raise _not_found(name)
+    import tempfile  # here: every command imports this module, few choose a profile
+
     # Write a sibling temp file and rename it over, so readers never see a half-written name.
     fd, tmp = tempfile.mkstemp(prefix=f".{ACTIVE_PROFILE_FILE}.", suffix=".tmp", dir=root)
     try:
@@ -241,6 +241,8 @@ def delete_profile(name: str) -> Path:
     if path.is_symlink():
         path.unlink()  # remove the link, never the tree it points to
     else:
+        import shutil  # here: every command imports this module, one deletes a profile
+
         shutil.rmtree(path)
     return path
 

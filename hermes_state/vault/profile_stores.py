@@ -12,16 +12,18 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_state.records.sessions import find_session_exact
-from hermes_state.reports import stats, usage_report
 from hermes_state.shapes.text import bindable
 from hermes_state.store.connection import Store
 from hermes_state.store.errors import AmbiguousSessionIdError, SessionNotFoundError
 from hermes_state.store.patience import NO_WAITING, Waiting
 from hermes_state.vault import vault_twins
 from hermes_state.vault.vault_stores import open_vault, vault_paths
+
+if TYPE_CHECKING:
+    from hermes_state.reports import usage_report
 
 SHOWN = 5  # candidates named in an ambiguity message
 
@@ -209,6 +211,8 @@ def usage_across(
     """Return `hermes usage`'s report over the profile's stores: the live one and every vault
     year (a vault store's stale copy of a live session is not counted twice). A session the
     agent resumed after it was vaulted counts in both stores' session counts."""
+    from hermes_state.reports import usage_report  # the reports only: listing and show skip it
+
     flt = flt or usage_report.UsageFilter()
     with _each_store(live, home, waiting) as stores:
         reports = [
@@ -232,6 +236,8 @@ def stats_across(live: Store, home: Path, waiting: Waiting = NO_WAITING) -> dict
     """Return `sessions stats`' figures over the profile's stores: sessions and messages by
     source, usage by model, the top sessions by tokens; plus what the vault holds. A vault
     store's stale copy of a live session is not counted twice."""
+    from hermes_state.reports import stats, usage_report  # the reports only
+
     by_source: dict[str, dict[str, Any]] = {}
     vault: dict[str, Any] = {"years": [], "sessions": 0, "messages": 0, "bytes": 0}
     models: list[list[dict[str, Any]]] = []
@@ -274,6 +280,7 @@ def sources_and_models(
 ) -> tuple[list[str], list[str]]:
     """Return every session source and every model with usage in any store of the profile."""
     from hermes_state.records.session_list import distinct_sources
+    from hermes_state.reports import usage_report
 
     sources: set[str] = set()
     models: set[str] = set()
