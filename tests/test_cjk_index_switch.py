@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from clitools import child, run, run_json
+from support.upstream30 import build_upstream30
 
 from hermes_state.records import messages, sessions
 from hermes_state.search.search import search_messages
@@ -119,3 +120,17 @@ def test_the_real_process_turns_it_off(store_path: Path) -> None:
     result = child("db", "cjk-index", "off", "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["after"]["off"] is True
+
+
+def test_on_in_a_store_without_hermes_additions_is_refused(db_path: Path) -> None:
+    """An agent's schema-30 layout `db migrate` has not upgraded gets hermes' objects only from
+    `db migrate`: `on` changes nothing and says how to upgrade."""
+    build_upstream30(db_path)
+    before = _agent_objects(db_path)
+    result = child("db", "cjk-index", "on")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "does not have hermes' additions yet; nothing was changed" in result.stderr
+    assert "hermes db migrate" in result.stderr
+    assert _agent_objects(db_path) == before
+    with open_store(db_path, read_only=True) as store:
+        assert not cjk.is_installed(store.conn)

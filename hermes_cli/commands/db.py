@@ -181,7 +181,8 @@ def cjk_index(
     text). Off, it is dropped, and no later migration adds it back; CJK words are then found
     by the agent's substring index (3 or more characters) or by a scan, which on a big store
     stops at the search's work budget (--all searches every message). `db optimize` gives the
-    freed pages back to the file system. On, it is created and filled from every message.
+    freed pages back to the file system. On, it is created and filled from every message; a
+    store without hermes' additions gets them, this index included, from `db migrate`.
     """
     from hermes_cli.shared import stores
     from hermes_state.upkeep import cjk_index as lib

@@ -17,6 +17,7 @@ from typing import Any
 
 from hermes_state.store import cjk
 from hermes_state.store.connection import Store
+from hermes_state.store.errors import StoreNeedsMigrationError
 from hermes_state.upkeep.reclaim import _catch_up_cjk
 from hermes_state.upkeep.store_check import require_intact
 
@@ -87,11 +88,21 @@ def set_cjk_index(
     """Turn the CJK index on (created, then filled from every message: ``on_progress`` gets
     how many are left after each bounded step) or off (dropped, and kept out of migrations).
 
-    A damaged store is refused: it is for `sessions recover`. The pages an index leaves are
-    free pages of the file until `db optimize` gives them back.
+    A damaged store is refused: it is for `sessions recover`; so is turning the index on in a
+    store without hermes' additions (an agent's layout `db migrate` has not upgraded). The
+    pages an index leaves are free pages of the file until `db optimize` gives them back.
     """
     require_intact(store)
     before = cjk_index_state(store)
+    if on and (store.layout is None or store.layout.kind != "current") and not before.installed:
+        # hermes' additions come with `db migrate`; this switch does not add them piecemeal.
+        version = store.layout.version if store.layout is not None else None
+        at = f" (schema {version})" if version is not None else ""
+        raise StoreNeedsMigrationError(
+            f"{store.path}{at} does not have hermes' additions yet; nothing was changed",
+            hint="Upgrade the store with `hermes db migrate` (the agent release that wrote it "
+            "keeps working; it adds the CJK index unless it was turned off), then retry.",
+        )
     if on:
         changed = store.write(cjk.turn_on) or before.off
         _catch_up_cjk(store, on_progress)
