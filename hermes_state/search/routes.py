@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from hermes_state.store.connection import Store
 
 TRIGRAM_MIN_CHARS = 3
+_LISTED = "SELECT value FROM json_each(?)"  # the ids of a json list bound as one parameter
 
 _Sql = tuple[str, tuple[Any, ...]]
 
@@ -99,8 +100,7 @@ class _Source:
             return self.check
         if not self.left_out:
             return f"{fts.trigram_left_out_superset('m')} AND {self.check[0]}", self.check[1]
-        sessions = "SELECT value FROM json_each(?)"
-        sql = f"{fts.trigram_left_out_superset('m', sessions)} AND {self.check[0]}"
+        sql = f"{fts.trigram_left_out_superset('m', _LISTED)} AND {self.check[0]}"
         return sql, (self.left_out, *self.check[1])
 
 
@@ -128,10 +128,36 @@ def _as_list(value: Iterable[str] | str | None) -> list[str]:
 INLINE_SESSIONS = 1000  # a session condition matching at most this many is inlined
 
 
+def _listed_sessions(
+    conn: sqlite3.Connection,
+    kept: dict[Any, Any],
+    key: Any,
+    select: str,
+    params: tuple[Any, ...] = (),
+    most: int | None = None,
+) -> str | None:
+    """Return the session ids a SELECT gives, as a json list for _LISTED, read on conn once
+    while the store stands (``kept``: _Indexes.session_sets, under ``key``); None when there
+    are more than ``most`` or an id is not text (a json list would not compare as the column
+    does): the caller keeps its subquery."""
+    if key not in kept:
+        rows = conn.execute(select, params)
+        ids = [r[0] for r in (rows if most is None else rows.fetchmany(most + 1))]
+        fits = most is None or len(ids) <= most
+        kept[key] = json.dumps(ids) if fits and all(isinstance(i, str) for i in ids) else None
+    return cast("str | None", kept[key])
+
+
+def _membership(sql: str, keep: bool) -> str:
+    """Return the condition: a message's session is (keep) or is not in sql's sessions (a
+    message whose session is missing, or whose id is NULL, is never "in")."""
+    return sql if keep else f"({sql}) IS NOT 1"
+
+
 @dataclass(frozen=True)
 class _SessionCond:
     """A condition on the hit's session: its session is (keep) or is not among sessions WHERE
-    where. A message whose session row is missing is never "in", so "not in" keeps it."""
+    where."""
 
     where: str
     params: tuple[Any, ...]
@@ -140,29 +166,23 @@ class _SessionCond:
     def subquery(self) -> _Sql:
         """Return the condition as a subquery on sessions (SQLite runs it once a statement)."""
         sql = f"m.session_id IN (SELECT id FROM sessions WHERE {self.where})"
-        return (sql if self.keep else f"({sql}) IS NOT 1"), self.params
+        return _membership(sql, self.keep), self.params
 
     def resolved(self, conn: sqlite3.Connection, kept: dict[Any, Any]) -> _Sql | None:
         """Return the condition over the sessions it names, read on conn (None: it keeps every
-        message); the subquery when they are many, or when an id is not text (a json list would
-        not compare as the column does). ``kept`` holds what was read before while the store
-        has not changed (_Indexes.session_sets).
+        message); the subquery when they are many or not all text (see _listed_sessions).
 
         A search runs many statements (a walk's windows, its hits, its counts); the subquery
         would scan every session row once for each of them.
         """
+        select = f"SELECT id FROM sessions WHERE {self.where}"
         key = ("condition", self.where, self.params)
-        if key not in kept:
-            rows = conn.execute(f"SELECT id FROM sessions WHERE {self.where}", self.params)
-            ids = [r[0] for r in rows.fetchmany(INLINE_SESSIONS + 1)]
-            many = len(ids) > INLINE_SESSIONS or not all(isinstance(i, str) for i in ids)
-            kept[key] = None if many else json.dumps(ids)
-        if kept[key] is None:
+        ids = _listed_sessions(conn, kept, key, select, self.params, INLINE_SESSIONS)
+        if ids is None:
             return self.subquery()
-        if kept[key] == "[]":
+        if ids == "[]":
             return None if not self.keep else ("0", ())
-        sql = "m.session_id IN (SELECT value FROM json_each(?))"
-        return (sql if self.keep else f"({sql}) IS NOT 1"), (kept[key],)
+        return _membership(f"m.session_id IN ({_LISTED})", self.keep), (ids,)
 
 
 def _filters(
@@ -559,11 +579,7 @@ def _bound(conn: sqlite3.Connection, route: _Route, idx: _Indexes) -> _Route:
     snapshot; once while the store is unchanged), instead of by every statement of the walk."""
     if not any(s.left_out == "" for s in route.sources):
         return route
-    if "left_out" not in idx.session_sets:
-        ids = [r[0] for r in conn.execute(fts.TRIGRAM_LEFT_OUT_SESSIONS)]
-        carried = all(isinstance(i, str) for i in ids)
-        idx.session_sets["left_out"] = json.dumps(ids) if carried else None
-    sessions = idx.session_sets["left_out"]
+    sessions = _listed_sessions(conn, idx.session_sets, "left_out", fts.TRIGRAM_LEFT_OUT_SESSIONS)
     if sessions is None:
         return route  # an id that is not text: the subquery compares it as the column does
     sources = [replace(s, left_out=sessions) if s.left_out == "" else s for s in route.sources]
