@@ -197,9 +197,11 @@ def _filters(
     archived: bool | None = None,
     pinned: bool | None = None,
     conn: sqlite3.Connection | None = None,
+    idx: _Indexes | None = None,
 ) -> _Filters:
     """Build the filter conditions every source applies to candidate rows (given conn, the
-    read snapshot the search runs in, conditions on the hit's session are resolved on it)."""
+    read snapshot the search runs in, conditions on the hit's session are resolved on it and
+    kept with idx, the store's index report, _indexes_of's when not given)."""
     base, sessions = _filters_of(
         store.columns("messages"),
         store.columns("sessions"),
@@ -214,7 +216,7 @@ def _filters(
     )
     conds = [base.sql] if base.sql != "1" else []
     params = list(base.params)
-    kept = _indexes_of(store).session_sets if conn is not None else {}
+    kept = (idx or _indexes_of(store)).session_sets if conn is not None else {}
     for cond in sessions:
         sql = cond.subquery() if conn is None else cond.resolved(conn, kept)
         if sql is not None:

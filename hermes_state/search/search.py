@@ -249,6 +249,7 @@ def search_messages(
         return SearchResult(ordering=sort, route="none")
     need = offset + limit
     with store.snapshot() as conn:
+        idx = _indexes_of(store)
         filters = _filters(
             store,
             source_filter,
@@ -260,11 +261,11 @@ def search_messages(
             archived=archived,
             pinned=pinned,
             conn=conn,
+            idx=idx,
         )
         register_functions(conn)
         if hide is not None:
             parsed, filters = shown_matches(conn, parsed, filters, hide)
-        idx = _indexes_of(store)
         with _Budget(conn, None if complete else walk.SEARCH_BUDGET_STEPS) as budget:
             found = _find(
                 conn,
@@ -395,6 +396,7 @@ def count_matches(
         return MatchCount(0, True, "none")
     cap = max(1, int(cap))
     with store.snapshot() as conn:
+        idx = _indexes_of(store)
         filters = _filters(
             store,
             source_filter,
@@ -406,9 +408,9 @@ def count_matches(
             archived=archived,
             pinned=pinned,
             conn=conn,
+            idx=idx,
         )
         register_functions(conn)
-        idx = _indexes_of(store)
         with _Budget(conn, None, seconds=budget_s, should_stop=should_stop) as budget:
             try:
                 n, name = _count_routes(conn, parsed, idx, filters, cap)

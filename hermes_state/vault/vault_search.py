@@ -375,10 +375,10 @@ def _open_part(
     search_messages has it)."""
     conn = stack.enter_context(store.snapshot())
     register_functions(conn)
-    filters = _filters(store, archived=archived, pinned=pinned, conn=conn, **kwargs)
+    idx = _indexes_of(store)
+    filters = _filters(store, archived=archived, pinned=pinned, conn=conn, idx=idx, **kwargs)
     if hide is not None:
         query, filters = shown_matches(conn, query, filters, hide)
-    idx = _indexes_of(store)
     # A vault store's routes are built again with its hidden sessions when it is walked
     # (_ready); these give how many there are.
     routes = list(_routes(query, idx, filters))  # bound to the snapshot when walked
@@ -526,10 +526,12 @@ def count_spanning(
             s.snapshot() as conn,
         ):
             register_functions(conn)
-            kept = _hiding(_filters(s, conn=conn, **kwargs), hidden_sessions(live, conn))
+            idx = _indexes_of(s)
+            filters = _filters(s, conn=conn, idx=idx, **kwargs)
+            kept = _hiding(filters, hidden_sessions(live, conn))
             with _Budget(conn, None, seconds=left, should_stop=should_stop) as budget:
                 try:
-                    n, name = search._count_routes(conn, parsed, _indexes_of(s), kept, cap - total)
+                    n, name = search._count_routes(conn, parsed, idx, kept, cap - total)
                 except sqlite3.DatabaseError as exc:
                     if not budget.interrupted(exc):
                         raise
