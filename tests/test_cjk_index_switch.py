@@ -134,3 +134,14 @@ def test_on_in_a_store_without_hermes_additions_is_refused(db_path: Path) -> Non
     assert _agent_objects(db_path) == before
     with open_store(db_path, read_only=True) as store:
         assert not cjk.is_installed(store.conn)
+
+
+@pytest.mark.parametrize("switch", [[], ["off"], ["on"]])
+def test_a_profile_without_a_store_is_an_error_that_creates_none(
+    hermes_home: Path, switch: list[str]
+) -> None:
+    result = child("db", "cjk-index", *switch)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("Error: No store yet at ")
+    assert "Hint:" in result.stderr
+    assert not (hermes_home / "state.db").exists()
