@@ -136,7 +136,7 @@ def local_time(ts: float | None, fmt: str = MINUTE_FORMAT) -> str:
     """Return ts as local `YYYY-MM-DD HH:MM`, or a dash when missing or out of range."""
     if not _finite(ts):
         return MISSING
-    if fmt is MINUTE_FORMAT and ts > _WHOLE_MINUTE_OFFSETS:  # type: ignore[operator]
+    if fmt == MINUTE_FORMAT and ts > _WHOLE_MINUTE_OFFSETS:  # type: ignore[operator]
         # Every second of a UTC minute shows the same local minute: format each minute once.
         minute = int(ts // 60)  # type: ignore[operator]
         text = _MINUTES.get(minute)
