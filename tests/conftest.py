@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,7 +20,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile the packages' bytecode once, before any test starts a child process."""
+    """Let children take Ctrl-C, then compile the packages' bytecode once, before any test
+    starts a child process."""
+    # A run started in the background of a non-interactive shell (`pytest … &`) inherits SIGINT
+    # ignored, and an ignored signal stays ignored across exec: every child would ignore the
+    # Ctrl-C a test sends it. A handled one is reset to the default at exec.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Hundreds of tests start `python -m hermes_cli` or a library child. Where the environment
     # sets PYTHONDONTWRITEBYTECODE (this project's machines do), no child writes its .pyc, so
     # each one compiled every module it imports from source: ~0.1 s of CPU per child.
